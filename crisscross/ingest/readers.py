@@ -1,0 +1,570 @@
+"""Readers: one source file → :class:`ImageRecord`, :class:`CaptionRecord` and :class:`Rejected`.
+
+Stages choose a reader by name and build it from options, ``READERS.create(name, **options)``,
+then call ``reader.read(path)`` (a Beam ``FlatMap`` can call it directly).  Every reader accepts
+``split``: when given it overrides the split the source states; otherwise the source's split is
+used, or ``""`` when the source has none.
+
+What every reader guarantees, so nothing is lost between the source and the quarantine:
+
+* ``source`` is ``<file name>:<n>``: the 1-based physical line for JSONL and CSV, the 1-based row
+  for Parquet, and the element path (``images[3]``, ``images[3].sentences[1]``, ``annotations[7]``)
+  inside a JSON document; ``position`` orders the records of one file (line, row or index).
+* A row that cannot become records becomes one ``Rejected`` (kind ``row``; ``image`` or ``caption``
+  for elements of a JSON document) with a reason code: ``bad-encoding`` (the line is not UTF-8;
+  files are decoded line by line so one bad line does not lose the file), ``malformed-row``
+  (invalid JSON, not an object, a wrong cell count, a value of the wrong type), ``missing-field``,
+  ``bad-id`` (an id in none of the forms its scheme accepts) and ``conflicting-image`` (a later row
+  gives an image another file name or split; its caption is still emitted, the first row wins).
+* Caption text is passed through untouched.  Absent or null text becomes ``None``: validation
+  rejects it (``null-text``) in one place for every reader.
+* A file that cannot be opened, or a JSON document that does not parse, raises
+  :class:`SourceFileError` naming the file.
+
+Line and row formats repeat an image on every caption row; readers emit each image once, from
+its first row.  Duplicate ids are not resolved here: validation keeps the first of them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import PurePosixPath
+from typing import Any, BinaryIO, NamedTuple
+
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from crisscross.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdFormError, IdScheme, scheme_for
+from crisscross.ingest.records import CaptionRecord, ImageRecord
+from crisscross.quarantine import Rejected, reject
+from crisscross.registry import Registry
+
+Item = ImageRecord | CaptionRecord | Rejected
+
+
+class SourceFileError(RuntimeError):
+    """A whole input file is unusable: it cannot be opened, or it is not the document it should be."""
+
+
+class Reader(ABC):
+    """Turns one file into records; built by :data:`READERS` from keyword options."""
+
+    split: str | None
+
+    def __post_init__(self) -> None:
+        if self.split is not None and not isinstance(self.split, str):
+            raise TypeError(f"option split must be a string or None, got {self.split!r}")
+
+    @abstractmethod
+    def read(self, path: str) -> Iterator[Item]: ...
+
+    def _split(self, stated: object) -> str:
+        if self.split is not None:
+            return self.split
+        if stated is None:
+            return ""
+        if not isinstance(stated, str):
+            raise _RowError("malformed-row", f"split {stated!r} is a {type(stated).__name__}, not a string")
+        return stated
+
+
+READERS: Registry[Reader] = Registry("reader")
+
+
+def _register(name: str) -> Callable[[type[Reader]], type[Reader]]:
+    """Register a reader dataclass; unknown options fail with the list of accepted ones."""
+
+    def add(cls: type[Reader]) -> type[Reader]:
+        accepted = sorted(f.name for f in fields(cls))
+
+        def build(**options: Any) -> Reader:
+            unknown = sorted(set(options) - set(accepted))
+            if unknown:
+                raise TypeError(f"reader {name!r} got unknown option(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}")
+            return cls(**options)
+
+        READERS.register(name)(build)
+        return cls
+
+    return add
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+
+class _RowError(Exception):
+    """One row cannot become records; the reader turns it into a ``Rejected``."""
+
+    def __init__(self, reason: str, detail: str, key: str = "") -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.key = key
+
+
+class _Row(NamedTuple):
+    source: str
+    position: int
+    fields: dict[str, Any]
+
+
+def _file_name(path: str) -> str:
+    return PurePosixPath(path).name  # also right for gs://bucket/dir/file
+
+
+def _open(path: str) -> BinaryIO:
+    try:
+        return FileSystems.open(path)
+    except OSError as e:
+        raise SourceFileError(f"cannot open input file {path}: {e}") from e
+
+
+def _decoded_lines(path: str) -> Iterator[tuple[int, str] | Rejected]:
+    """``(line number, text)`` per line; a line that is not UTF-8 becomes a ``bad-encoding`` reject."""
+    name = _file_name(path)
+    with _open(path) as handle:
+        for number, raw in enumerate(iter(handle.readline, b""), start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            raw = raw.rstrip(b"\r\n")
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                original = raw.decode("utf-8", errors="backslashreplace")
+                yield reject("row", "", "bad-encoding", f"not UTF-8: {e}", f"{name}:{number}", json.dumps(original))
+
+
+def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
+    name = _file_name(path)
+    for line in _decoded_lines(path):
+        if isinstance(line, Rejected):
+            yield line
+            continue
+        number, text = line
+        if not text.strip():
+            continue  # a blank line holds no record
+        source = f"{name}:{number}"
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as e:
+            yield reject("row", "", "malformed-row", f"invalid JSON: {e}", source, json.dumps(text))
+            continue
+        if not isinstance(row, dict):
+            yield reject("row", "", "malformed-row", f"a JSON {type(row).__name__}, not an object", source, json.dumps(text))
+            continue
+        yield _Row(source, number, row)
+
+
+def _csv_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
+    """Rows of a CSV file whose first line is a header holding the ``needed`` columns."""
+    name = _file_name(path)
+    fed: list[tuple[int, str]] = []  # lines given to the parser and not yet used by a row
+    pending: list[Rejected] = []  # bad-encoding rejects, yielded in file order
+
+    def good_lines() -> Iterator[str]:
+        for line in _decoded_lines(path):
+            if isinstance(line, Rejected):
+                pending.append(line)
+            else:
+                fed.append(line)
+                yield line[1] + "\n"
+
+    parser = csv.reader(good_lines())
+    header = next(parser, None)
+    if header is None or pending or fed[0][0] != 1:
+        raise SourceFileError(f"{path}: the first line must be a readable CSV header")
+    missing = sorted(set(needed) - set(header))
+    if missing:
+        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in header {header}")
+    used = parser.line_num
+    del fed[:used]
+    while True:
+        try:
+            cells: list[str] | None = next(parser)
+            problem = ""
+        except StopIteration:
+            break
+        except csv.Error as e:
+            cells, problem = None, f"invalid CSV: {e}"
+        lines, fed[: parser.line_num - used] = fed[: parser.line_num - used], []
+        used = parser.line_num
+        yield from pending
+        pending.clear()
+        if cells == []:
+            continue  # a blank line holds no record
+        source = f"{name}:{lines[0][0]}"
+        if cells is not None and len(cells) != len(header):
+            problem = f"{len(cells)} cells, header has {len(header)}"
+        if problem:
+            yield reject("row", "", "malformed-row", problem, source, json.dumps("\n".join(text for _, text in lines)))
+            continue
+        yield _Row(source, lines[0][0], dict(zip(header, cells, strict=True)))
+    yield from pending
+
+
+def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
+    name = _file_name(path)
+    with _open(path) as handle:
+        data = handle.read()
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(data))
+    except (OSError, ValueError) as e:  # pyarrow raises ArrowInvalid (a ValueError) for non-Parquet bytes
+        raise SourceFileError(f"{path} is not a Parquet file: {e}") from e
+    missing = sorted(set(needed) - set(parquet.schema_arrow.names))
+    if missing:
+        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in {parquet.schema_arrow.names}")
+    number = 0
+    for batch in parquet.iter_batches():
+        for row in batch.to_pylist():
+            number += 1
+            yield _Row(f"{name}:{number}", number, row)
+
+
+def _json_document(path: str) -> Any:
+    with _open(path) as handle:
+        data = handle.read()
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SourceFileError(f"{path} is not a valid JSON document: {e}") from e
+
+
+# --- fields -----------------------------------------------------------------------------------
+
+
+def _required(row: Mapping[str, Any], name: str, key: str = "") -> Any:
+    value = row.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise _RowError("missing-field", f"no value for {name!r}", key)
+    return value
+
+
+def _id(parse: Callable[[object], str], value: object, what: str, key: str = "") -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise _RowError("bad-id", f"{what} {value!r} is a {type(value).__name__}, not a string or integer", key)
+    try:
+        return parse(value)
+    except IdFormError as e:
+        raise _RowError("bad-id", f"{what}: {e}", key) from e
+
+
+def _string(value: object, what: str, key: str = "") -> str:
+    if not isinstance(value, str):
+        raise _RowError("malformed-row", f"{what} {value!r} is a {type(value).__name__}, not a string", key)
+    return value
+
+
+def _text(value: object, what: str, key: str) -> str | None:
+    return None if value is None else _string(value, what, key)
+
+
+def _first_text(candidates: Iterable[str | None]) -> str | None:
+    """The first candidate with visible text, else the first that is not null (blank), else None."""
+    present = [c for c in candidates if c is not None]
+    return next((c for c in present if c.strip()), present[0] if present else None)
+
+
+def _index(value: object, what: str, key: str = "") -> int:
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _RowError("bad-id", f"{what} {value!r} is not a non-negative integer", key)
+    return value
+
+
+class _Fields(NamedTuple):
+    """What one caption row says: its caption and the image it describes."""
+
+    image_id: str
+    file_name: str
+    caption_id: str
+    text: str | None
+    split: str
+
+
+def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields]) -> Iterator[Item]:
+    """Records from rows that each hold one caption and its image; each image is emitted once."""
+    images: dict[str, ImageRecord] = {}
+    for row in rows:
+        if isinstance(row, Rejected):
+            yield row
+            continue
+        try:
+            found = convert(row.fields)
+        except _RowError as e:
+            yield reject("row", e.key, e.reason, e.detail, row.source, row.fields)
+            continue
+        first = images.get(found.image_id)
+        if first is None:
+            first = ImageRecord(found.image_id, found.file_name, found.split, row.source, row.position)
+            images[found.image_id] = first
+            yield first
+        elif (first.file_name, first.split) != (found.file_name, found.split):
+            detail = (
+                f"file_name {found.file_name!r}, split {found.split!r} here, but {first.file_name!r}, "
+                f"split {first.split!r} at {first.source}"
+            )
+            yield reject("image", found.image_id, "conflicting-image", detail, row.source, row.fields)
+        yield CaptionRecord(found.caption_id, found.image_id, found.text, found.split, row.source, row.position)
+
+
+def _element(kind: str, source: str, element: object, build: Callable[[dict[str, Any]], Item]) -> Item:
+    """The record an element of a JSON document describes, or the one reject saying why not."""
+    if not isinstance(element, dict):
+        return reject(kind, "", "malformed-row", f"a JSON {type(element).__name__}, not an object", source, element)
+    try:
+        return build(element)
+    except _RowError as e:
+        return reject(kind, e.key, e.reason, e.detail, source, element)
+
+
+# --- readers ----------------------------------------------------------------------------------
+
+_COCO = CocoIdScheme()
+_FLICKR = FlickrIdScheme()
+
+# Karpathy's sentid is his own running caption index, not an MS-COCO annotation id.
+KARPATHY_COCO_CAPTIONS = "coco-karpathy"
+
+TEXT_FIELDS = {
+    "tok": ("caption_tok",),
+    "raw": ("caption_raw",),
+    "tok-then-raw": ("caption_tok", "caption_raw"),
+    "raw-then-tok": ("caption_raw", "caption_tok"),
+}
+
+
+@_register("coco-karpathy-jsonl")
+@dataclass(frozen=True, kw_only=True)
+class CocoKarpathyJsonl(Reader):
+    """COCO captions with Karpathy ids, one caption per line (``test5k.jsonl``, ``val5k_partial.jsonl``).
+
+    Fields ``image_id``, ``file_name``, ``caption_id`` (the MS-COCO caption annotation id, so ids are
+    ``coco:cap:<id>``), ``caption_tok``, ``caption_raw``.  ``text`` chooses which text is used; the
+    ``-then-`` modes fall back to the other field when the first is null or blank.  The lines hold
+    no split, so records get the ``split`` option, or ``""``.
+    """
+
+    split: str | None = None
+    text: str = "tok-then-raw"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.text not in TEXT_FIELDS:
+            raise ValueError(f"option text must be one of {', '.join(TEXT_FIELDS)}, got {self.text!r}")
+
+    def read(self, path: str) -> Iterator[Item]:
+        return _caption_rows(_jsonl_rows(path), self._fields)
+
+    def _fields(self, row: dict[str, Any]) -> _Fields:
+        caption_id = _id(_COCO.parse_caption, _required(row, "caption_id"), "caption_id")
+        image_id = _id(_COCO.parse_image, _required(row, "image_id", caption_id), "image_id", caption_id)
+        file_name = _string(_required(row, "file_name", caption_id), "file_name", caption_id)
+        text = _first_text(_text(row.get(name), name, caption_id) for name in TEXT_FIELDS[self.text])
+        return _Fields(image_id, file_name, caption_id, text, self._split(None))
+
+
+@_register("flickr30k-karpathy-jsonl")
+@dataclass(frozen=True, kw_only=True)
+class Flickr30kKarpathyJsonl(Reader):
+    """Flickr30k captions, one per line (``karpathy_imgid``, ``file_name``, ``caption_index``, ``caption_tok``).
+
+    Images are ``f30k:img:<photo>`` from the file name and captions ``f30k:cap:<photo>#<index>``,
+    the ``<photo>.jpg#<index>`` form Flickr30k and its derivatives publish.
+    """
+
+    split: str | None = None
+
+    def read(self, path: str) -> Iterator[Item]:
+        return _caption_rows(_jsonl_rows(path), self._fields)
+
+    def _fields(self, row: dict[str, Any]) -> _Fields:
+        file_name = _string(_required(row, "file_name"), "file_name")
+        image_id = _id(_FLICKR.parse_image, file_name, "file_name")
+        index = _index(_required(row, "caption_index"), "caption_index")
+        caption_id = _FLICKR.caption(_FLICKR.caption_native(file_name, index))
+        text = _text(row.get("caption_tok"), "caption_tok", caption_id)
+        return _Fields(image_id, file_name, caption_id, text, self._split(None))
+
+
+@_register("coco-captions")
+@dataclass(frozen=True, kw_only=True)
+class CocoCaptions(Reader):
+    """Official COCO ``captions_*.json``: ``images`` (``id``, ``file_name``) and ``annotations``
+    (``id``, ``image_id``, ``caption``), ids in the ``coco`` namespace.
+
+    Every listed image is emitted, with or without annotations, so validation can report images
+    that have no captions instead of them vanishing here.
+    """
+
+    split: str | None = None
+
+    def read(self, path: str) -> Iterator[Item]:
+        name = _file_name(path)
+        document = _json_document(path)
+        if not isinstance(document, dict) or not all(isinstance(document.get(k), list) for k in ("images", "annotations")):
+            raise SourceFileError(f"{path} is not a COCO captions file: it needs 'images' and 'annotations' lists")
+        for i, element in enumerate(document["images"]):
+            source = f"{name}:images[{i}]"
+            yield _element("image", source, element, lambda e: self._image(e, source, i))
+        for i, element in enumerate(document["annotations"]):
+            source = f"{name}:annotations[{i}]"
+            yield _element("caption", source, element, lambda e: self._caption(e, source, i))
+
+    def _image(self, element: dict[str, Any], source: str, position: int) -> ImageRecord:
+        image_id = _id(_COCO.parse_image, _required(element, "id"), "id")
+        file_name = _string(_required(element, "file_name", image_id), "file_name", image_id)
+        return ImageRecord(image_id, file_name, self._split(None), source, position)
+
+    def _caption(self, element: dict[str, Any], source: str, position: int) -> CaptionRecord:
+        caption_id = _id(_COCO.parse_caption, _required(element, "id"), "id")
+        image_id = _id(_COCO.parse_image, _required(element, "image_id", caption_id), "image_id", caption_id)
+        text = _text(element.get("caption"), "caption", caption_id)
+        return CaptionRecord(caption_id, image_id, text, self._split(None), source, position)
+
+
+@_register("karpathy-json")
+@dataclass(frozen=True, kw_only=True)
+class KarpathyJson(Reader):
+    """Karpathy's ``dataset_coco.json`` / ``dataset_flickr30k.json`` (``images[].sentences[]``).
+
+    Text is ``raw``, else the ``tokens`` joined by spaces; the split is Karpathy's
+    (``train``/``val``/``test``/``restval``) unless the ``split`` option overrides it.
+
+    Ids.  Flickr30k: ``f30k:img:<photo>`` and ``f30k:cap:<photo>#<index in sentences>``.
+    COCO: images are ``coco:img:<cocoid>`` (the MS-COCO image id; parsed from ``filename`` when
+    ``cocoid`` is absent).  Captions are **not** in the ``coco`` namespace: ``coco:cap:<N>`` must
+    always mean MS-COCO caption annotation N (rendered ``COCO_val2014:sentid:<N>`` for CxC), but
+    Karpathy's ``sentid`` is his own running index and his file carries no annotation id.  So his
+    captions are ``coco-karpathy:cap:<sentid>``; they can never be mistaken for, or joined to,
+    CxC or ECCV caption ids.  Read captions that must join those with ``coco-captions`` or
+    ``coco-karpathy-jsonl``.
+    """
+
+    split: str | None = None
+
+    def read(self, path: str) -> Iterator[Item]:
+        name = _file_name(path)
+        document = _json_document(path)
+        if not isinstance(document, dict) or not isinstance(document.get("images"), list):
+            raise SourceFileError(f"{path} is not a Karpathy dataset file: it needs an 'images' list")
+        dataset = document.get("dataset")
+        if dataset not in ("coco", "flickr30k"):
+            raise SourceFileError(f"{path}: 'dataset' must be 'coco' or 'flickr30k', got {dataset!r}")
+        captions = IdScheme(KARPATHY_COCO_CAPTIONS) if dataset == "coco" else _FLICKR
+        caption_position = 0  # captions are numbered across the whole file
+        for i, element in enumerate(document["images"]):
+            source = f"{name}:images[{i}]"
+            image = _element("image", source, element, lambda e: self._image(e, source, i, dataset))
+            yield image
+            if isinstance(image, Rejected):
+                continue  # its sentences are inside the rejected record
+            for j, sentence in enumerate(element["sentences"]):
+                at = f"{source}.sentences[{j}]"
+                yield _element("caption", at, sentence, lambda s: self._caption(s, at, j, caption_position, image, captions))
+                caption_position += 1
+
+    def _image(self, element: dict[str, Any], source: str, position: int, dataset: str) -> ImageRecord:
+        filename = _string(_required(element, "filename"), "filename")
+        if not isinstance(element.get("sentences"), list):
+            raise _RowError("missing-field", "no 'sentences' list")
+        if dataset == "coco":
+            cocoid = element.get("cocoid")
+            image_id = _id(_COCO.parse_image, filename if cocoid is None else cocoid, "cocoid")
+        else:
+            image_id = _id(_FLICKR.parse_image, filename, "filename")
+        filepath = _string(element.get("filepath") or "", "filepath", image_id)
+        file_name = f"{filepath}/{filename}" if filepath else filename
+        return ImageRecord(image_id, file_name, self._split(element.get("split")), source, position)
+
+    def _caption(
+        self, element: dict[str, Any], source: str, index: int, position: int, image: ImageRecord, captions: IdScheme
+    ) -> CaptionRecord:
+        if captions is _FLICKR:
+            caption_id = _FLICKR.caption(_FLICKR.caption_native(image.file_name, index))
+        else:
+            caption_id = _id(captions.parse_caption, _required(element, "sentid"), "sentid")
+        raw = _text(element.get("raw"), "raw", caption_id)
+        tokens = element.get("tokens")
+        joined = " ".join(tokens) if isinstance(tokens, list) and all(isinstance(t, str) for t in tokens) else None
+        return CaptionRecord(caption_id, image.image_id, _first_text([raw, joined]), image.split, source, position)
+
+
+TABLE_FIELDS = ("image_id", "caption_id", "text", "file_name", "split")
+TABLE_FORMATS = (".csv", ".jsonl", ".parquet")
+
+
+@_register("table")
+@dataclass(frozen=True, kw_only=True)
+class Table(Reader):
+    """A generic caption table, CSV (with a header line), JSONL or Parquet, chosen by extension.
+
+    ``columns`` maps our fields (``image_id``, ``caption_id``, ``text``, ``file_name``, ``split``)
+    to the file's column names.  ``image_id`` and ``text`` default to columns of the same name;
+    the others are read only when mapped.  Without ``caption_id`` a caption is
+    ``<image>#<k>``, its occurrence index among its image's rows; without ``file_name`` the file
+    name is the image id as written.  ``namespace`` ``coco`` or ``f30k`` parses ids with those
+    schemes, so published forms (``COCO_val2014_….jpg``, ``<photo>.jpg#0``) are accepted; COCO
+    captions need a ``caption_id`` column, as ``<image>#<k>`` is no COCO caption id.
+    """
+
+    split: str | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    namespace: str = "ds"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        unknown = sorted(set(self.columns) - set(TABLE_FIELDS))
+        if unknown:
+            raise ValueError(f"columns maps unknown field(s) {', '.join(unknown)}; fields: {', '.join(TABLE_FIELDS)}")
+        if not all(isinstance(name, str) and name for name in self.columns.values()):
+            raise TypeError(f"columns must map fields to column names, got {dict(self.columns)!r}")
+        if not self.namespace or ":" in self.namespace:
+            raise ValueError(f"namespace must be non-empty and without ':', got {self.namespace!r}")
+        if self.namespace == "coco" and "caption_id" not in self.columns:
+            raise ValueError("namespace 'coco' needs a caption_id column: COCO captions are identified by annotation id")
+        object.__setattr__(self, "columns", {"image_id": "image_id", "text": "text", **self.columns})
+
+    def read(self, path: str) -> Iterator[Item]:
+        suffix = PurePosixPath(path).suffix.lower()
+        needed = [self.columns[f] for f in TABLE_FIELDS if f in self.columns]
+        if suffix == ".csv":
+            rows = _csv_rows(path, needed)
+        elif suffix == ".jsonl":
+            rows = _jsonl_rows(path)
+        elif suffix == ".parquet":
+            rows = _parquet_rows(path, needed)
+        else:
+            raise SourceFileError(f"{path}: table files must end in {', '.join(TABLE_FORMATS)}")
+        scheme = scheme_for(self.namespace)
+        occurrences: Counter[str] = Counter()
+
+        def convert(row: dict[str, Any]) -> _Fields:
+            return self._fields(row, scheme, occurrences)
+
+        return _caption_rows(rows, convert)
+
+    def _fields(self, row: dict[str, Any], scheme: IdScheme, occurrences: Counter[str]) -> _Fields:
+        column = self.columns
+        written_image = _required(row, column["image_id"])
+        image_id = _id(scheme.parse_image, written_image, column["image_id"])
+        if "caption_id" in column:
+            caption_id = _id(scheme.parse_caption, _required(row, column["caption_id"]), column["caption_id"])
+        else:
+            native = f"{scheme.native(image_id, IMAGE_KIND)}#{occurrences[image_id]}"
+            caption_id = _id(scheme.parse_caption, native, "caption id from image id")
+        if "file_name" in column:
+            file_name = _string(_required(row, column["file_name"], caption_id), column["file_name"], caption_id)
+        else:
+            file_name = str(written_image).strip()
+        text = _text(row.get(column["text"]), column["text"], caption_id)
+        split = self._split(row.get(column["split"]) if "split" in column else None)
+        occurrences[image_id] += 1
+        return _Fields(image_id, file_name, caption_id, text, split)

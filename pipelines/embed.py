@@ -1,0 +1,110 @@
+"""``crisscross embed``: items → embeddings per encoder (captions, co-caption means, images)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import apache_beam as beam
+
+from crisscross import io
+from crisscross.beam.common import gather
+from crisscross.beam.embed import EmbedItems, build_encoder, write_skipped
+from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
+from crisscross.encoders import IMAGE, TEXT
+from crisscross.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
+from crisscross.quarantine import Rejected, count_reasons, quarantine_table
+from pipelines.stage import StageArgs, counters, parse_args, run_stage
+
+DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
+DEFAULTS: dict[str, Any] = {
+    "text_encoders": ["use-m3", "bow-glove50"],
+    "image_encoders": ["efficientnet-lite0"],
+    "batch_size": 64,
+}
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args("embed", DESCRIPTION, argv, DEFAULTS)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def _ids(table_path: str, column: str) -> list[str]:
+    return io.read_parquet(table_path).column(column).to_pylist()
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    captions_path = io.join(stage.inputs, "captions.parquet")
+    images_path = io.join(stage.inputs, "images.parquet")
+    caption_ids, image_ids = _ids(captions_path, "caption_id"), _ids(images_path, "image_id")
+    scheme = scheme_of(image_ids[0]) if image_ids else None
+    tables = {
+        TEXT: (pipeline | "ReadCaptions" >> beam.io.ReadFromParquet(captions_path), caption_ids, CAPTION_KIND),
+        IMAGE: (pipeline | "ReadImages" >> beam.io.ReadFromParquet(images_path), image_ids, IMAGE_KIND),
+    }
+    rejected, skipped, encoders = [], [], {}
+    for modality, specs in ((TEXT, stage.params["text_encoders"]), (IMAGE, stage.params["image_encoders"])):
+        rows, ids, kind = tables[modality]
+        parse_id = functools.partial(scheme.parse, kind=kind) if scheme else str
+        for spec in specs:
+            encoder = build_encoder(spec, modality)
+            encoder.load()
+            bind_rejects = encoder.bind(ids, parse_id)
+            meta = {
+                "encoder": spec,
+                "version": encoder.version,
+                "modality": modality,
+                "dim": encoder.dim,
+                "needs_payload": encoder.needs_payload,
+                "items": len(ids),
+            }
+            encoders[(modality, spec)] = (meta, len(bind_rejects))
+            label = f"{modality}:{spec}"
+            outputs = rows | f"Embed[{label}]" >> EmbedItems(
+                spec, modality, out, meta, [] if encoder.needs_payload else ids, parse_id, int(stage.params["batch_size"])
+            )
+            rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
+            skipped.append(outputs.skipped)
+    quarantine_path, skipped_path = io.join(out, "quarantine.parquet"), io.join(out, "skipped.parquet")
+    all_rejected = tuple(rejected) | "AllRejected" >> beam.Flatten()
+    gather("GatherRejected", all_rejected) | "WriteQuarantine" >> beam.Map(lambda rows: io.write_parquet(quarantine_path, quarantine_table(rows)))
+    gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(write_skipped, skipped_path)
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage, encoders, result, len(caption_ids), len(image_ids))
+
+    return finish
+
+
+def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: int, n_images: int) -> dict[str, Any]:
+    quarantine = io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()
+    skipped = io.read_parquet(io.join(out, "skipped.parquet")).to_pylist()
+    per_encoder: dict[str, Any] = {}
+    summary: dict[str, str] = {"items": f"{n_captions} captions, {n_images} images"}
+    for (modality, spec), (meta, unusable) in encoders.items():
+        kinds = (CAPTIONS, COCAPTION_MEAN) if modality == TEXT else (IMAGES,)
+        sets = {kind: EmbeddingSet.read(set_dir(out, modality, spec, kind)).meta["count"] for kind in kinds}
+        counts = counters(result, f"embed/{spec}")
+        stats = {k.removeprefix("stat/"): v for k, v in counts.items() if k.startswith("stat/")}
+        rejected = unusable + sum(v for k, v in counts.items() if k.startswith("rejected/"))
+        left_out: dict[str, int] = {}
+        for row in skipped:
+            if row["encoder"] == spec:
+                left_out[row["reason"]] = left_out.get(row["reason"], 0) + 1
+        per_encoder[f"{modality}:{spec}"] = {
+            "version": meta["version"],
+            "dim": meta["dim"],
+            "in": meta["items"],
+            "sets": sets,
+            "rejected": rejected,
+            "skipped": left_out,
+            "stats": stats,
+        }
+        line = f"{meta['items']} in → " + ", ".join(f"{n} {kind}" for kind, n in sets.items()) + f" ({meta['dim']}-d); {rejected} rejected"
+        if left_out:
+            line += "; left out: " + ", ".join(f"{n} {reason}" for reason, n in left_out.items())
+        if "tokens" in stats and stats["tokens"]:
+            line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
+        summary[f"{modality}:{spec}"] = line
+    summary["quarantine"] = f"{len(quarantine)} records → {io.join(stage.out, 'quarantine.parquet')}"
+    return {"encoders": per_encoder, "rejected": count_reasons(Rejected(**row) for row in quarantine), "summary": summary}

@@ -1,0 +1,141 @@
+"""What every stage program shares: its command line, params, Beam options, staging, summary.
+
+A stage is ``crisscross <stage> --in PATH --out DIR [--params FILE] [stage flags] [Beam flags]``.
+Flags the stage does not know are Beam pipeline options (``--runner``, ``--direct_num_workers``,
+Dataflow flags) and pass through untouched.  Without ``--runner`` the in-process
+``FnApiRunner`` runs the job (Beam's ``DirectRunner`` would try to download the Prism binary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import yaml
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from crisscross import io
+
+LOG = logging.getLogger("crisscross")
+
+
+@dataclass
+class StageArgs:
+    name: str
+    inputs: str
+    out: str
+    params: dict[str, Any]
+    base: dict[str, Any]
+    flags: argparse.Namespace
+    beam_args: list[str] = field(default_factory=list)
+
+
+def load_params(path: str | None, section: str, defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The stage's params section over its defaults, and the shared ``base`` section.
+
+    Unknown keys are an error, so a typo in ``params.yaml`` cannot be silently ignored.
+    """
+    document: dict[str, Any] = {}
+    if path:
+        with open(path) as handle:
+            document = yaml.safe_load(handle) or {}
+    given = document.get(section) or {}
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise SystemExit(f"{path}: unknown {section} params {unknown}; known: {sorted(defaults)}")
+    return {**defaults, **given}, dict(document.get("base") or {})
+
+
+def parse_args(
+    name: str,
+    description: str,
+    argv: list[str],
+    defaults: Mapping[str, Any],
+    add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> StageArgs:
+    parser = argparse.ArgumentParser(
+        prog=f"crisscross {name}",
+        description=description,
+        epilog="Other --flags are Apache Beam pipeline options (e.g. --runner, --direct_num_workers).",
+    )
+    parser.add_argument("--in", dest="inputs", required=True, help="input file or directory")
+    parser.add_argument("--out", required=True, help="output directory (replaced atomically on success)")
+    parser.add_argument("--params", default=None, help=f"params YAML; its '{name}' and 'base' sections are read")
+    if add_flags:
+        add_flags(parser)
+    flags, beam_args = parser.parse_known_args(argv)
+    params, base = load_params(flags.params, name, defaults)
+    return StageArgs(name, flags.inputs, flags.out.rstrip("/"), params, base, flags, beam_args)
+
+
+def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
+    options = PipelineOptions(beam_args)
+    if options.view_as(StandardOptions).runner is None:
+        return beam.Pipeline(runner=FnApiRunner(), options=options)
+    return beam.Pipeline(options=options)
+
+
+def is_dry_run(beam_args: list[str]) -> bool:
+    return bool(PipelineOptions(beam_args).view_as(TestOptions).dry_run)
+
+
+Build = Callable[[beam.Pipeline, str], Callable[[Any], dict[str, Any]]]
+
+
+def run_stage(stage: StageArgs, build: Build) -> dict[str, Any]:
+    """Build the pipeline into a staging directory, run it, and publish it only on success.
+
+    ``build(pipeline, out_dir)`` adds the stage's transforms and returns ``finish(result)``,
+    which writes the report (it may raise, e.g. under ``--strict``) and returns it.
+    """
+    configure_logging()
+    started = time.perf_counter()
+    if is_dry_run(stage.beam_args):
+        pipeline = make_pipeline(stage.beam_args)
+        build(pipeline, stage.out)
+        pipeline.run()
+        print(f"{stage.name}: dry run — the job was translated, nothing ran and nothing was written")
+        return {}
+    with io.staged_directory(stage.out) as staging:
+        pipeline = make_pipeline(stage.beam_args)
+        finish = build(pipeline, staging)
+        result = pipeline.run()
+        result.wait_until_finish()
+        report = finish(result)
+        report["seconds"] = round(time.perf_counter() - started, 2)
+        io.write_json(io.join(staging, "report.json"), report)
+    print_summary(stage, report)
+    return report
+
+
+def print_summary(stage: StageArgs, report: Mapping[str, Any]) -> None:
+    lines = [f"{stage.name}: done in {report.get('seconds', 0):.1f}s → {stage.out}"]
+    for key, value in report.get("summary", {}).items():
+        lines.append(f"  {key}: {value}")
+    print("\n".join(lines), file=sys.stdout, flush=True)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+
+
+def counters(result: Any, namespace: str) -> dict[str, int]:
+    """Committed counter values of one namespace, by name (summed over steps)."""
+    query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace(namespace))
+    out: dict[str, int] = {}
+    for counter in query["counters"]:
+        out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(counter.committed or counter.attempted or 0)
+    return dict(sorted(out.items()))
+
+
+def as_path(value: str | None) -> str | None:
+    return None if value in (None, "") else str(Path(value))
