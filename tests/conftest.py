@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,34 @@ def test_photos(shared_data: Path) -> Path:
 @pytest.fixture(scope="session")
 def demo_dir() -> Path:
     return DEMO
+
+
+@pytest.fixture(scope="session")
+def char_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+    """Two tiny TF SavedModels hashing characters into 16 buckets (one returns a tensor, one a
+    dict): a local stand-in for a TF-Hub text model, since hub handles cannot be fetched here."""
+    tf = pytest.importorskip("tensorflow")
+    pytest.importorskip("tensorflow_hub")
+
+    class CharBag(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, texts: Any) -> Any:
+            buckets = tf.strings.to_hash_bucket_fast(tf.strings.unicode_split(texts, "UTF-8"), 16)
+            return tf.reduce_sum(tf.one_hot(buckets, 16), axis=1) / 3.0
+
+    class CharBagDict(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bag = CharBag()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def __call__(self, texts: Any) -> Any:
+            bag = self.bag(texts)
+            return {"default": tf.cast(bag, tf.float64), "count": tf.reduce_sum(bag, axis=1)}
+
+    root = tmp_path_factory.mktemp("tfhub")
+    module = CharBag()
+    tensor_dir, dict_dir = root / "bag", root / "bag-dict"
+    tf.saved_model.save(module, str(tensor_dir))
+    tf.saved_model.save(CharBagDict(), str(dict_dir))
+    return tensor_dir, dict_dir, module

@@ -127,9 +127,14 @@ class EncodeBatches(beam.DoFn):
             )
         Metrics.counter(self._namespace, "encoded").inc(len(good))
         self._count_stats()
-        self._done += len(ids)
-        LOG.info("%s: %d more encoded on this worker (%d of %d in all so far here)", self._spec, len(ids), self._done, self._total)
+        self._log_progress(len(ids))
         yield Encoded(tuple(ids[r] for r in good), tuple(groups[r] for r in good), vectors[good])
+
+    def _log_progress(self, n: int) -> None:
+        """One line per tenth of the items this worker has passed (each worker logs its own share)."""
+        before, self._done = self._done, self._done + n
+        if self._done * 10 // max(1, self._total) > before * 10 // max(1, self._total):
+            LOG.info("%s: %d of %d items encoded on this worker", self._spec, self._done, self._total)
 
     def _count_stats(self) -> None:
         now = self._encoder.stats()

