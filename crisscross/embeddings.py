@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,15 @@ class EmbeddingSet:
 
     @classmethod
     def read(cls, directory: str | Path, mmap: bool = True) -> EmbeddingSet:
-        directory = Path(directory)
-        vectors = np.load(directory / "vectors.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
-        ids = io.read_parquet(str(directory / "ids.parquet")).column("id").to_pylist()
-        meta = json.loads((directory / "meta.json").read_text())
+        """Local sets are memory-mapped; remote ones (``gs://``) are read whole into memory."""
+        directory = str(directory)
+        vectors_path = io.join(directory, "vectors.npy")
+        if mmap and Path(vectors_path).is_file():
+            vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        else:
+            vectors = np.load(BytesIO(io.read_bytes(vectors_path)), allow_pickle=False)
+        ids = io.read_parquet(io.join(directory, "ids.parquet")).column("id").to_pylist()
+        meta = json.loads(io.read_bytes(io.join(directory, "meta.json")))
         return cls(ids=ids, vectors=vectors, meta=meta)
 
 

@@ -20,6 +20,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 
@@ -62,9 +63,13 @@ def write_npy(path: str, array: np.ndarray) -> None:
     write_bytes(path, buffer.getvalue())
 
 
+def read_bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return handle.read()
+
+
 def read_parquet(path: str) -> pa.Table:
-    with FileSystems.open(path) as handle:
-        return pq.read_table(io.BytesIO(handle.read()))
+    return pq.read_table(io.BytesIO(read_bytes(path)))
 
 
 def join(base: str, *parts: str) -> str:

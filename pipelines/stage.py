@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -115,8 +116,10 @@ def run_stage(stage: StageArgs, build: Build) -> dict[str, Any]:
 
 
 def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -> None:
-    """Wall time goes to the terminal only: ``report.json`` stays byte-identical across runs."""
-    lines = [f"{stage.name}: done in {seconds:.1f}s → {stage.out}"]
+    """Wall time and peak memory go to the terminal only: ``report.json`` stays byte-identical
+    across runs.  With the in-process runner the peak RSS includes the workers."""
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lines = [f"{stage.name}: done in {seconds:.1f}s, peak RSS {peak_mib:.0f} MiB → {stage.out}"]
     for key, value in report.get("summary", {}).items():
         lines.append(f"  {key}: {value}")
     print("\n".join(lines), file=sys.stdout, flush=True)

@@ -1,0 +1,117 @@
+"""``crisscross similarity``: embeddings → top-K neighbours per space (S^C per text encoder over
+co-caption means, S^V per image encoder over images), never a dense N×N matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from crisscross import io
+from crisscross.beam.common import gather
+from crisscross.beam.similarity import BACKENDS
+from crisscross.embeddings import COCAPTION_MEAN, IMAGES, EmbeddingSet
+from crisscross.neighbours import neighbours_table, prepare, recall_at_k
+from crisscross.quarantine import Rejected, count_reasons, quarantine_table
+from crisscross.similarity import block_topk_dense
+from pipelines.stage import StageArgs, parse_args, run_stage
+
+DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
+DEFAULTS: dict[str, Any] = {"k": 25, "backend": "exact", "backend_options": {}, "recall_queries": 1000}
+SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V rows are images
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args("similarity", DESCRIPTION, argv, DEFAULTS)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def spaces(embeddings_dir: str) -> list[str]:
+    """Relative paths (``<modality>/<encoder>/<kind>``) of the sets similarity runs on, sorted."""
+    root = Path(embeddings_dir)
+    found = [meta.parent for meta in root.glob("*/*/*/meta.json") if meta.parent.name in SPACE_KINDS]
+    return sorted(str(path.relative_to(root)) for path in found)
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    k = int(stage.params["k"])
+    backend = BACKENDS.create(stage.params["backend"], **stage.params["backend_options"])
+    plan: dict[str, dict[str, Any]] = {}
+    rejected = []
+    for space in spaces(stage.inputs):
+        set_path = io.join(stage.inputs, space)
+        prepared = prepare(EmbeddingSet.read(set_path), set_path)
+        n, dim = prepared.unit.shape
+        plan[space] = {"in": n + len(prepared.rejected), "rows": n, "dim": dim, "excluded": len(prepared.rejected)}
+        rejected.append(pipeline | f"Excluded[{space}]" >> beam.Create(prepared.rejected))
+        if n < 2:
+            continue
+        lists = _neighbours(pipeline, backend, space, set_path, n, k)
+        target = io.join(out, space, "neighbours.parquet")
+        gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
+    gather("GatherExcluded", tuple(rejected) | "AllExcluded" >> beam.Flatten()) | "WriteQuarantine" >> beam.Map(
+        lambda rows: io.write_parquet(io.join(out, "quarantine.parquet"), quarantine_table(rows))
+    )
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage, backend, plan, k)
+
+    return finish
+
+
+def _neighbours(pipeline: beam.Pipeline, backend: Any, space: str, set_path: str, n: int, k: int) -> beam.PCollection:
+    label = f"TopK[{space}]"
+    return pipeline | label >> _BackendTransform(backend, set_path, n, k)
+
+
+class _BackendTransform(beam.PTransform):
+    def __init__(self, backend: Any, set_path: str, n: int, k: int) -> None:
+        super().__init__()
+        self._backend, self._set_path, self._n, self._k = backend, set_path, n, k
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return self._backend.neighbours(pbegin, self._set_path, self._n, self._k)
+
+
+def _write(parts: list, ids: list[str], target: str) -> None:
+    io.write_parquet(target, neighbours_table(ids, parts))
+
+
+def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, Any]], k: int) -> dict[str, Any]:
+    quarantine = [Rejected(**row) for row in io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()]
+    summary: dict[str, str] = {}
+    per_space: dict[str, Any] = {}
+    for space, facts in plan.items():
+        entry = {**facts, "k": k, "backend": stage.params["backend"], "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"])}
+        if facts["rows"] >= 2:
+            table = io.read_parquet(io.join(out, space, "neighbours.parquet"))
+            entry["pairs"] = table.num_rows
+            if backend.approximate:
+                entry["recall_at_k"] = measured_recall(io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), int(stage.base.get("seed", 0)))
+        per_space[space] = entry
+        line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
+        if "recall_at_k" in entry:
+            line += f", recall@{k} vs exact {entry['recall_at_k']:.4f}"
+        summary[space] = line
+    summary["quarantine"] = f"{len(quarantine)} rows excluded → {io.join(stage.out, 'quarantine.parquet')}"
+    return {"spaces": per_space, "excluded": count_reasons(quarantine), "summary": summary}
+
+
+def measured_recall(set_path: str, table: Any, k: int, queries: int, seed: int) -> float:
+    """Recall@k of an approximate table against exact search on a seeded sample of queries."""
+    prepared = prepare(EmbeddingSet.read(set_path), set_path)
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(len(prepared.ids), size=min(queries, len(prepared.ids)), replace=False))
+    block = prepared.unit[sample] @ prepared.unit.T
+    block[np.arange(len(sample)), sample] = -np.inf
+    exact, _ = block_topk_dense(block, 0, k)
+    row_of = {item: row for row, item in enumerate(prepared.ids)}
+    found = np.full((len(sample), k), -1, np.int64)
+    position = {row: i for i, row in enumerate(sample)}
+    for query, rank, neighbour in zip(*(table.column(c).to_pylist() for c in ("query_id", "rank", "neighbour_id")), strict=True):
+        i = position.get(row_of[query])
+        if i is not None:
+            found[i, rank - 1] = row_of[neighbour]
+    return recall_at_k(found, exact)
