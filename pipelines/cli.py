@@ -25,6 +25,7 @@ def _stage(name: str, module: str, help_text: str) -> None:
 _stage("ingest", "pipelines.ingest", "source dataset → canonical images/captions tables + quarantine")
 _stage("embed", "pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
 _stage("similarity", "pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
+_stage("sample", "pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
 
 
 def usage() -> str:

@@ -1,0 +1,138 @@
+"""``crisscross sample``: neighbour lists → CxC intramodal candidate pairs (i2i_csim, c2c_isim,
+c2c_cocaption) with provenance, as a table and as CxC-shaped CSV files without scores."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io as text_io
+from collections import Counter
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+
+from crisscross import io
+from crisscross.beam.common import gather
+from crisscross.beam.sample import SampleCandidates
+from crisscross.embeddings import COCAPTION_MEAN, IMAGES, set_dir
+from crisscross.ids import scheme_of
+from crisscross.quarantine import Rejected, count_reasons, quarantine_table
+from crisscross.sampling import C2C_COCAPTION, C2C_ISIM, I2I_CSIM, METHODS, Candidate
+from pipelines.stage import StageArgs, parse_args, run_stage
+
+DESCRIPTION = "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
+DEFAULTS: dict[str, Any] = {
+    "i2i_text_encoders": ["use-m3", "bow-glove50"],
+    "i2i_top": 5,
+    "c2c_image_encoders": ["efficientnet-lite0"],
+    "c2c_top": 5,
+    "cocaption_ratio": 1.0,
+    "allow_cross_method": False,
+}
+CANDIDATES_SCHEMA = pa.schema(
+    [(name, pa.string()) for name in ("method", "id1", "id2", "image1", "image2", "published1", "published2", "provenance")]
+)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--items", required=True, help="the ingest output (captions.parquet, images.parquet)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args("sample", DESCRIPTION, argv, DEFAULTS, add_flags)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def neighbour_tables(similarity_dir: str, modality: str, encoders: list[str], kind: str) -> dict[str, str]:
+    spaces = {set_dir("", modality, spec, kind).lstrip("/"): spec for spec in encoders}
+    return {space: io.join(similarity_dir, space, "neighbours.parquet") for space in spaces}
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    params = stage.params
+    i2i = neighbour_tables(stage.inputs, "text", params["i2i_text_encoders"], COCAPTION_MEAN)
+    c2c = neighbour_tables(stage.inputs, "image", params["c2c_image_encoders"], IMAGES)
+    for path in (*i2i.values(), *c2c.values()):
+        if not io.FileSystems.exists(path):
+            raise FileNotFoundError(f"no neighbour table {path}: run the similarity stage with that encoder first")
+    outputs = pipeline | "Sample" >> SampleCandidates(
+        i2i,
+        c2c,
+        io.join(stage.flags.items, "captions.parquet"),
+        int(params["i2i_top"]),
+        int(params["c2c_top"]),
+        float(params["cocaption_ratio"]),
+        int(stage.base.get("seed", 0)),
+        bool(params["allow_cross_method"]),
+    )
+    outputs.candidates | "Write" >> beam.Map(write_candidates, out)
+    gather("GatherRejected", outputs.rejected) | "WriteQuarantine" >> beam.Map(
+        lambda rows: io.write_parquet(io.join(out, "quarantine.parquet"), quarantine_table(rows))
+    )
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage, i2i, c2c)
+
+    return finish
+
+
+def write_candidates(candidates: list[Candidate], out: str) -> None:
+    rows = sorted(candidates, key=lambda c: (c.method, c.id1, c.id2))
+    published = [_published(c) for c in rows]
+    io.write_parquet(
+        io.join(out, "candidates.parquet"),
+        pa.Table.from_pylist(
+            [
+                {
+                    "method": c.method,
+                    "id1": c.id1,
+                    "id2": c.id2,
+                    "image1": c.image1,
+                    "image2": c.image2,
+                    "published1": p1,
+                    "published2": p2,
+                    "provenance": c.provenance_json(),
+                }
+                for c, (p1, p2) in zip(rows, published, strict=True)
+            ],
+            schema=CANDIDATES_SCHEMA,
+        ),
+    )
+    for name, header, methods in (("sts_candidates.csv", ("caption1", "caption2"), (C2C_ISIM, C2C_COCAPTION)), ("sis_candidates.csv", ("image1", "image2"), (I2I_CSIM,))):
+        buffer = text_io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([*header, "sampling_method"])
+        writer.writerows([p1, p2, c.method] for c, (p1, p2) in zip(rows, published, strict=True) if c.method in methods)
+        io.write_bytes(io.join(out, name), buffer.getvalue().encode())
+
+
+def _published(candidate: Candidate) -> tuple[str, str]:
+    """The pair in the forms the published datasets use (CxC: COCO file names, sentids)."""
+    scheme = scheme_of(candidate.id1)
+    render = scheme.published_image if candidate.method == I2I_CSIM else scheme.published_caption
+    return render(candidate.id1), render(candidate.id2)
+
+
+def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str]) -> dict[str, Any]:
+    candidates = io.read_parquet(io.join(out, "candidates.parquet"))
+    quarantine = [Rejected(**row) for row in io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()]
+    per_method = Counter(candidates.column("method").to_pylist())
+    counts = {method: per_method.get(method, 0) for method in METHODS}
+    images = io.read_parquet(io.join(stage.flags.items, "images.parquet"))
+    n_images = images.num_rows
+    pixels = Counter(images.column("pixels").to_pylist())
+    coverage = {}
+    for space, path in {**i2i, **c2c}.items():
+        queries = len(set(io.read_parquet(path).column("query_id").to_pylist()))
+        coverage[space] = {"images": queries, "left_out": n_images - queries}
+    summary = {method: f"{n} candidates" for method, n in counts.items()}
+    for space, facts in coverage.items():
+        line = f"covers {facts['images']} of {n_images} images"
+        if facts["left_out"]:
+            why = ", ".join(f"{n} with pixels {status}" for status, n in sorted(pixels.items()) if status != "ok") if space.startswith("image/") else "excluded in similarity (see its quarantine)"
+            line += f"; {facts['left_out']} left out ({why})"
+        summary[space] = line
+    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.out}"
+    return {"candidates": counts, "coverage": coverage, "rejected": count_reasons(quarantine), "summary": summary}
