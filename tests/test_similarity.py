@@ -48,17 +48,22 @@ def test_equal_similarities_are_ranked_by_id():
     assert keys == sorted(keys)
 
 
-def test_chunk_selection_equals_dense_selection_including_chunk_ties():
+def test_compiled_selection_equals_sorting_including_ties():
     rng = np.random.default_rng(0)
-    block = rng.standard_normal((64, 5000)).astype(np.float32)
-    block[3, :] = 0.5  # every chunk maximum ties: the fallback path
+    block = rng.standard_normal((300, 5000)).astype(np.float32)
+    block[3, :] = 0.5  # a row of equal values: ids decide
+    block[:, 40] = 0.5  # a column of equal values
     block[7, ::97] = 9.0
+    block[:, 11] = -np.inf  # entries to ignore (self-pairs)
     for k in (1, 5, 25):
-        got = block_topk(block, 100, k)
-        want = block_topk_dense(block, 100, k)
-        np.testing.assert_array_equal(got[0], want[0])
-        np.testing.assert_array_equal(got[1], want[1])
+        for transposed, reference in ((False, block), (True, np.ascontiguousarray(block.T))):
+            got = block_topk(block, 100, k, transposed=transposed)
+            want = block_topk_dense(reference, 100, k)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
     assert block_topk(block, 100, 5)[0][3].tolist() == [100, 101, 102, 103, 104]
+    assert block_topk(block, 100, 3, transposed=True)[0][40].tolist() == [100, 101, 102]
+    assert 111 not in block_topk(block, 100, 25)[0]
 
 
 def test_merge_is_order_free_and_keeps_the_best():
