@@ -1,22 +1,22 @@
 """Performance benchmarks, run with ``python -m benchmarks`` (see ``benchmarks/README.md``).
 
 Each benchmark times something against a reference measured in the same run, so its ratios
-mean the same on any machine; results go to ``benchmarks/results/`` (git-ignored).
+mean the same on any machine; results go to ``benchmarks/results/`` (git-ignored).  This module
+imports nothing heavy: benchmark workers may import the package.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
-
-from crisscross import io
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def save_result(name: str, value: Any) -> Path:
-    """Write one benchmark's result as ``results/<name>.json`` (atomic, sorted keys)."""
+    """Write one benchmark's result as ``results/<name>.json`` (sorted keys, so runs diff cleanly)."""
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    io.write_json(str(path), value)
+    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
     return path

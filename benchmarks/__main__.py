@@ -11,7 +11,7 @@ import argparse
 import importlib
 import time
 
-BENCHMARKS: tuple[str, ...] = ("embed_throughput",)
+BENCHMARKS: tuple[str, ...] = ("embed_throughput", "similarity_topk")
 
 
 def main(argv: list[str] | None = None) -> None:

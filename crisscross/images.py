@@ -12,9 +12,9 @@ import io
 import struct
 
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from PIL import ExifTags, Image, ImageFile, ImageOps
+
+from crisscross.io import read_bytes
 
 # Everything Pillow raises for a file it cannot decode (plugins differ: truncated JPEGs raise
 # OSError, broken PNG chunks SyntaxError, short headers EOFError or struct.error).
@@ -30,8 +30,7 @@ class UnreadableImageError(ValueError):
 
 def _read_bytes(path: str) -> bytes:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            return f.read()
+        return read_bytes(path)
     except OSError as e:
         raise UnreadableImageError(f"cannot read image file {path}: {e}") from e
 

@@ -72,6 +72,10 @@ def read_parquet(path: str) -> pa.Table:
     return pq.read_table(io.BytesIO(read_bytes(path)))
 
 
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
 def join(base: str, *parts: str) -> str:
     return FileSystems.join(base, *parts)
 

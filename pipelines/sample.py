@@ -54,7 +54,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     i2i = neighbour_tables(stage.inputs, "text", params["i2i_text_encoders"], COCAPTION_MEAN)
     c2c = neighbour_tables(stage.inputs, "image", params["c2c_image_encoders"], IMAGES)
     for path in (*i2i.values(), *c2c.values()):
-        if not io.FileSystems.exists(path):
+        if not io.exists(path):
             raise FileNotFoundError(f"no neighbour table {path}: run the similarity stage with that encoder first")
     outputs = pipeline | "Sample" >> SampleCandidates(
         i2i,

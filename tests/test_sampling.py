@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from crisscross.quarantine import Rejected
 from crisscross.sampling import (
     C2C_COCAPTION,
     C2C_ISIM,
@@ -16,7 +17,6 @@ from crisscross.sampling import (
     image_pair,
     neighbour_pairs,
 )
-from crisscross.quarantine import Rejected
 
 CAPTIONS = {"i:a": ["c:a1", "c:a2", "c:a3"], "i:b": ["c:b1", "c:b2"], "i:c": ["c:c1"]}
 

@@ -32,10 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from crisscross.encoders.base import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder, EncoderError
+from crisscross.io import read_bytes
 from crisscross.quarantine import Rejected, reject
 
 FORMATS = (".npz", ".parquet")
@@ -50,8 +49,7 @@ class MissingVectorError(EncoderError, KeyError):
 
 def _read(path: str) -> bytes:
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            return f.read()
+        return read_bytes(path)
     except OSError as e:
         raise EncoderError(f"cannot read precomputed vectors file {path}: {e}") from e
 

@@ -141,7 +141,7 @@ class BowGlove50Encoder(Encoder):
                 f"GloVe data in {root} is inconsistent: matrix {vectors.shape}, "
                 f"{len(words)} words ({words.null_count} null); expected one {self.dim}-d row per word"
             )
-        vocabulary = dict(zip(words.to_pylist(), range(len(words))))
+        vocabulary = dict(zip(words.to_pylist(), range(len(words)), strict=True))
         if len(vocabulary) != len(words):
             raise EncoderError(f"GloVe vocabulary {vocab_path} has {len(words) - len(vocabulary)} duplicate words")
         self._vocabulary = vocabulary

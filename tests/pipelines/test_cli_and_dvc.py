@@ -21,12 +21,13 @@ def test_help_lists_every_stage(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "crisscross <stage> --in PATH --out DIR" in out
-    assert "ingest" in out and "embed" in out
+    for stage in ("ingest", "embed", "similarity", "sample"):
+        assert f"  {stage} " in out
 
 
 def test_unknown_stage_and_user_errors_are_one_line_messages(tmp_path: Path, capsys):
-    assert main(["sample"]) == 2
-    assert "unknown stage 'sample'" in capsys.readouterr().err
+    assert main(["no-such-stage"]) == 2
+    assert "unknown stage 'no-such-stage'" in capsys.readouterr().err
     params = tmp_path / "p.yaml"
     params.write_text("ingest:\n  reader: nope\n")
     assert main(["ingest", "--in", "x.jsonl", "--out", str(tmp_path / "o"), "--params", str(params)]) == 1
@@ -51,6 +52,6 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
     means = EmbeddingSet.read(clone / "build" / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     assert means.vectors.shape == (97, 512)
     stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
-    assert set(stages) == {"ingest", "embed"}
+    assert set(stages) == {"ingest", "embed", "similarity", "sample"}
     again = subprocess.run(["dvc", "repro"], cwd=clone, capture_output=True, text=True, env=env)
     assert "didn't change, skipping" in again.stdout

@@ -1,0 +1,272 @@
+"""Exact top-K cosine neighbours: ``crisscross.similarity.exact_topk`` against plain numpy and faiss.
+
+Every row of N seeded unit vectors (float32, d = 512) gets its K = 25 best other rows, by:
+
+* ``ours``: :func:`crisscross.similarity.exact_topk` — upper-triangle block pairs only (the
+  matrix is symmetric), selection by a compiled numba pass;
+* ``numpy``: row blocks of 2,048 times ``unit.T``, self set to -inf, ``argpartition`` then a sort
+  of the K — the obvious implementation, never an N×N matrix;
+* ``faiss``: ``IndexFlatIP`` (brute force, its own BLAS calls and heaps), K + 1 searched, self dropped.
+
+Each (N, method) measurement runs in a fresh process, so its peak RSS is its own, and warms up
+(numba's cache load, BLAS/OpenMP thread start) on a small input before the timed call.  A worker
+imports only its method's library (numba or faiss).  Methods are interleaved round by round and
+the best round is kept, since the machine is shared.
+
+The reference for GFLOP/s is the machine's float32 GEMM peak through numpy's BLAS, measured in
+the same run; "dense" counts the 2·N²·d of the full product for every method, "actual" counts
+what ``ours`` multiplies (the upper-triangle blocks, ≈ N²·d).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import save_result
+
+NAME = "similarity_topk"
+PROJECT = Path(__file__).resolve().parents[1]
+K = 25
+DIM = 512
+SEED = 0
+SIZES = (5_000, 25_000, 123_287)  # 123,287: all COCO images
+QUICK_SIZES = (5_000, 25_000)
+# Best-of rounds per size; the largest size runs once (numpy and faiss take minutes there).
+ROUNDS = {5_000: 5, 25_000: 2}
+OURS_BLOCK = 4096
+NUMPY_BLOCK = 2048
+WARM_UP_ROWS = 512
+METHODS = ("ours", "numpy", "faiss")
+GEMM_SHAPES = ((4096, 512, 8192), (4096, 4096, 4096))  # (m, k, n): d = 512 as here, and a square one
+GEMM_REPEATS = 4
+AGREEMENT_FLOOR = 0.9999
+
+
+def unit_vectors(n: int) -> np.ndarray:
+    """The same N unit rows in every worker (seeded), so the methods' results can be compared."""
+    vectors = np.random.default_rng(SEED).standard_normal((n, DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors
+
+
+def topk_ours(unit: np.ndarray, k: int, block: int = OURS_BLOCK) -> np.ndarray:
+    """The library's exact top-K (imported here: only this method's workers pay for numba)."""
+    from crisscross.similarity import exact_topk
+
+    return exact_topk(unit, k, block)[0]
+
+
+def topk_numpy(unit: np.ndarray, k: int) -> np.ndarray:
+    """What one writes without the library: full row blocks, ``argpartition`` (one thread), sort the K."""
+    out = np.empty((len(unit), k), np.int64)
+    for start in range(0, len(unit), NUMPY_BLOCK):
+        similarity = unit[start : start + NUMPY_BLOCK] @ unit.T
+        rows = np.arange(len(similarity))
+        similarity[rows, start + rows] = -np.inf
+        best = np.argpartition(similarity, -k, axis=1)[:, -k:]
+        order = np.argsort(-np.take_along_axis(similarity, best, axis=1), axis=1)
+        out[start : start + len(similarity)] = np.take_along_axis(best, order, axis=1)
+    return out
+
+
+def topk_faiss(unit: np.ndarray, k: int) -> np.ndarray:
+    """The usual library for this: exact inner-product search, its own BLAS blocks and heaps."""
+    import faiss
+
+    index = faiss.IndexFlatIP(unit.shape[1])
+    index.add(unit)
+    _, found = index.search(unit, k + 1)
+    # Self is normally first, but a tie at 1.0 could put it anywhere: move it last, keep the order.
+    self_last = np.argsort(found == np.arange(len(unit))[:, None], axis=1, kind="stable")
+    return np.take_along_axis(found, self_last[:, :k], axis=1)
+
+
+TOPK: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {"ours": topk_ours, "numpy": topk_numpy, "faiss": topk_faiss}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def measure_topk(method: str, n: int, save: Path | None) -> dict[str, float]:
+    """One timed top-K in this (fresh) process; indices saved for the agreement check, untimed."""
+    unit = unit_vectors(n)
+    if method == "ours":
+        # Two blocks, so both the row and the column pass and the merge are loaded before timing.
+        topk_ours(unit[:WARM_UP_ROWS], K, WARM_UP_ROWS // 2)
+    else:
+        TOPK[method](unit[:WARM_UP_ROWS], K)
+    setup_rss = peak_rss_mb()
+    started = time.perf_counter()
+    indices = TOPK[method](unit, K)
+    seconds = time.perf_counter() - started
+    peak_rss = peak_rss_mb()
+    if indices.shape != (n, K):
+        raise RuntimeError(f"{method}: indices of shape {indices.shape}, expected {(n, K)}")
+    if save is not None:
+        np.save(save, indices)
+    return {"seconds": seconds, "setup_rss_mb": setup_rss, "peak_rss_mb": peak_rss}
+
+
+def measure_gemm() -> dict[str, float]:
+    """Best float32 GFLOP/s of each GEMM shape, numpy's BLAS on all cores."""
+    rng = np.random.default_rng(SEED)
+    rates = {}
+    for m, inner, n in GEMM_SHAPES:
+        a = rng.standard_normal((m, inner), dtype=np.float32)
+        b = rng.standard_normal((inner, n), dtype=np.float32)
+        a @ b  # thread start-up
+        best = math.inf
+        for _ in range(GEMM_REPEATS):
+            started = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - started)
+        rates[f"{m}x{inner}x{n}"] = 2 * m * inner * n / best / 1e9
+    return rates
+
+
+def worker(argv: list[str]) -> None:
+    """``--worker METHOD --n N [--save PATH]`` or ``--worker gemm``: print one JSON line."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worker", choices=(*METHODS, "gemm"), required=True)
+    parser.add_argument("--n", type=int)
+    parser.add_argument("--save", type=Path)
+    args = parser.parse_args(argv)
+    result = measure_gemm() if args.worker == "gemm" else measure_topk(args.worker, args.n, args.save)
+    print(json.dumps(result), flush=True)
+
+
+def spawn(*args: str) -> dict[str, float]:
+    """Run a worker in a fresh interpreter; its last stdout line is its JSON result."""
+    done = subprocess.run([sys.executable, "-m", f"benchmarks.{NAME}", *args], cwd=PROJECT, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def ours_flops(n: int) -> int:
+    """What ``exact_topk`` multiplies: 2·d·|block i|·|block j| over the upper-triangle pairs."""
+    from crisscross.similarity import block_pairs
+
+    def size(i: int) -> int:
+        return min(OURS_BLOCK, n - i * OURS_BLOCK)
+
+    return sum(2 * DIM * size(i) * size(j) for i, j in block_pairs(n, OURS_BLOCK))
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> float:
+    """Fraction of (row, neighbour) entries of ``a`` also in the same row of ``b`` (set agreement)."""
+    rows = np.arange(len(a), dtype=np.int64)[:, None] * len(a)
+    return float(np.isin(rows + a, rows + b).mean())
+
+
+def run(args: argparse.Namespace) -> None:
+    sizes = QUICK_SIZES if args.quick else SIZES
+    gemm = [spawn("--worker", "gemm")]
+    print("  GEMM GFLOP/s: " + ", ".join(f"{shape} {rate:.0f}" for shape, rate in gemm[0].items()), flush=True)
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {}
+    agree: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="crisscross-topk-") as tmp:
+        for n in sizes:
+            rounds = ROUNDS.get(n, 1)
+            for r in range(rounds):
+                for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
+                    save = ["--save", str(Path(tmp) / f"{method}.npy")] if r == 0 else []
+                    result = spawn("--worker", method, "--n", str(n), *save)
+                    runs.setdefault((n, method), []).append(result)
+                    print(f"  N={n} {method} round {r + 1}/{rounds}: {result['seconds']:.2f}s, peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
+            found = {method: np.load(Path(tmp) / f"{method}.npy") for method in METHODS}
+            agree[n] = {other: agreement(found["ours"], found[other]) for other in ("faiss", "numpy")}
+    gemm.append(spawn("--worker", "gemm"))  # again at the end: the load on a shared machine drifts
+    peak = max(rate for rates in gemm for rate in rates.values())
+    rows = [summarise(n, method, runs[n, method], peak) for n in sizes for method in METHODS]
+    best = {(row["n"], row["method"]): row["best_s"] for row in rows}
+    ratios = [
+        {"n": n, "ours_over_faiss": best[n, "ours"] / best[n, "faiss"], "ours_over_numpy": best[n, "ours"] / best[n, "numpy"], **{f"agreement_ours_{m}": a for m, a in agree[n].items()}}
+        for n in sizes
+    ]
+    small, large = sizes[-2:]
+    growth = {method: math.log(best[large, method] / best[small, method]) / math.log(large / small) for method in METHODS}
+    print(f"GEMM peak (best of {GEMM_REPEATS}, start and end of run): {peak:.0f} GFLOP/s; " + "; ".join(", ".join(f"{s} {v:.0f}" for s, v in rates.items()) for rates in gemm))
+    print(table(rows, ratios))
+    print(f"time ~ N^p from N={small} to N={large}: " + ", ".join(f"{method} p={p:.2f}" for method, p in growth.items()))
+    path = save_result(
+        NAME,
+        {
+            "quick": args.quick,
+            "k": K,
+            "dim": DIM,
+            "seed": SEED,
+            "cpus": os.cpu_count(),
+            "blocks": {"ours": OURS_BLOCK, "numpy": NUMPY_BLOCK},
+            "gemm_gflops": gemm,
+            "gemm_peak_gflops": peak,
+            "rows": rows,
+            "ratios": ratios,
+            "growth_exponent": {"from_n": small, "to_n": large, **growth},
+        },
+    )
+    print(f"written to {path}")
+    low = [(r["n"], m) for r in ratios for m in ("faiss", "numpy") if r[f"agreement_ours_{m}"] < AGREEMENT_FLOOR]
+    if low:
+        raise RuntimeError(f"neighbour sets of ours disagree beyond {1 - AGREEMENT_FLOOR:.2%} with: {low}")
+
+
+def summarise(n: int, method: str, results: list[dict[str, float]], peak: float) -> dict[str, object]:
+    seconds = [result["seconds"] for result in results]
+    best = min(seconds)
+    dense = 2 * n * n * DIM / best / 1e9
+    actual = (ours_flops(n) if method == "ours" else 2 * n * n * DIM) / best / 1e9
+    return {
+        "n": n,
+        "method": method,
+        "seconds": seconds,
+        "best_s": best,
+        "dense_gflops": dense,
+        "dense_pct_peak": 100 * dense / peak,
+        "actual_gflops": actual,
+        "actual_pct_peak": 100 * actual / peak,
+        "setup_rss_mb": max(result["setup_rss_mb"] for result in results),
+        "peak_rss_mb": max(result["peak_rss_mb"] for result in results),
+    }
+
+
+def table(rows: list[dict[str, object]], ratios: list[dict[str, float]]) -> str:
+    by_n = {ratio["n"]: ratio for ratio in ratios}
+    header = ("N", "method", "runs", "best s", "dense GF/s", "dense %pk", "actual GF/s", "actual %pk", "peak RSS MB", "+timed MB", "ours/this", "agree")
+    lines = []
+    for row in rows:
+        n, method = row["n"], row["method"]
+        ratio = by_n[n]
+        lines.append(
+            (
+                f"{n}",
+                method,
+                f"{len(row['seconds'])}",
+                f"{row['best_s']:.2f}",
+                f"{row['dense_gflops']:.1f}",
+                f"{row['dense_pct_peak']:.0f}",
+                f"{row['actual_gflops']:.1f}",
+                f"{row['actual_pct_peak']:.0f}",
+                f"{row['peak_rss_mb']:.0f}",
+                f"{row['peak_rss_mb'] - row['setup_rss_mb']:.0f}",
+                "" if method == "ours" else f"{ratio[f'ours_over_{method}']:.2f}",
+                "" if method == "ours" else f"{100 * ratio[f'agreement_ours_{method}']:.4f}%",
+            )
+        )
+    widths = [max(len(cells[i]) for cells in (header, *lines)) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True)) for cells in (header, *lines))
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1:])
