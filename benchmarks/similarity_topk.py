@@ -49,6 +49,7 @@ OURS_BLOCK = 4096
 NUMPY_BLOCK = 2048
 WARM_UP_ROWS = 512
 METHODS = ("ours", "numpy", "faiss")
+OTHERS = ("numpy", "faiss")  # the references ours is compared with
 GEMM_SHAPES = ((4096, 512, 8192), (4096, 4096, 4096))  # (m, k, n): d = 512 as here, and a square one
 GEMM_REPEATS = 4
 AGREEMENT_FLOOR = 0.9999
@@ -174,25 +175,13 @@ def run(args: argparse.Namespace) -> None:
     sizes = QUICK_SIZES if args.quick else SIZES
     gemm = [spawn("--worker", "gemm")]
     print("  GEMM GFLOP/s: " + ", ".join(f"{shape} {rate:.0f}" for shape, rate in gemm[0].items()), flush=True)
-    runs: dict[tuple[int, str], list[dict[str, float]]] = {}
-    agree: dict[int, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="crisscross-topk-") as tmp:
-        for n in sizes:
-            rounds = ROUNDS.get(n, 1)
-            for r in range(rounds):
-                for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
-                    save = ["--save", str(Path(tmp) / f"{method}.npy")] if r == 0 else []
-                    result = spawn("--worker", method, "--n", str(n), *save)
-                    runs.setdefault((n, method), []).append(result)
-                    print(f"  N={n} {method} round {r + 1}/{rounds}: {result['seconds']:.2f}s, peak RSS {result['peak_rss_mb']:.0f} MB", flush=True)
-            found = {method: np.load(Path(tmp) / f"{method}.npy") for method in METHODS}
-            agree[n] = {other: agreement(found["ours"], found[other]) for other in ("faiss", "numpy")}
+    runs, agree = measure_all(sizes)
     gemm.append(spawn("--worker", "gemm"))  # again at the end: the load on a shared machine drifts
     peak = max(rate for rates in gemm for rate in rates.values())
     rows = [summarise(n, method, runs[n, method], peak) for n in sizes for method in METHODS]
     best = {(row["n"], row["method"]): row["best_s"] for row in rows}
     ratios = [
-        {"n": n, "ours_over_faiss": best[n, "ours"] / best[n, "faiss"], "ours_over_numpy": best[n, "ours"] / best[n, "numpy"], **{f"agreement_ours_{m}": a for m, a in agree[n].items()}}
+        {"n": n, **{f"ours_over_{other}": best[n, "ours"] / best[n, other] for other in OTHERS}, **{f"agreement_ours_{other}": agree[n][other] for other in OTHERS}}
         for n in sizes
     ]
     small, large = sizes[-2:]
@@ -217,9 +206,32 @@ def run(args: argparse.Namespace) -> None:
         },
     )
     print(f"written to {path}")
-    low = [(r["n"], m) for r in ratios for m in ("faiss", "numpy") if r[f"agreement_ours_{m}"] < AGREEMENT_FLOOR]
+    low = [(n, other) for n in sizes for other in OTHERS if agree[n][other] < AGREEMENT_FLOOR]
     if low:
         raise RuntimeError(f"neighbour sets of ours disagree beyond {1 - AGREEMENT_FLOOR:.2%} with: {low}")
+
+
+def measure_all(sizes: tuple[int, ...]) -> tuple[dict[tuple[int, str], list[dict[str, float]]], dict[int, dict[str, float]]]:
+    """Every (N, method) round in its own worker, methods interleaved; then the untimed agreement check."""
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {}
+    agree: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="crisscross-topk-") as tmp:
+        for n in sizes:
+            rounds = ROUNDS.get(n, 1)
+            for r in range(rounds):
+                for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
+                    save = ["--save", str(Path(tmp) / f"{method}.npy")] if r == 0 else []
+                    # Other jobs' load shows up in the timings; logged so a drifting run can be spotted.
+                    result = {"load_1min": os.getloadavg()[0], **spawn("--worker", method, "--n", str(n), *save)}
+                    runs.setdefault((n, method), []).append(result)
+                    print(
+                        f"  N={n} {method} round {r + 1}/{rounds}: {result['seconds']:.2f}s, peak RSS {result['peak_rss_mb']:.0f} MB,"
+                        f" load before {result['load_1min']:.1f}",
+                        flush=True,
+                    )
+            found = {method: np.load(Path(tmp) / f"{method}.npy") for method in METHODS}
+            agree[n] = {other: agreement(found["ours"], found[other]) for other in OTHERS}
+    return runs, agree
 
 
 def summarise(n: int, method: str, results: list[dict[str, float]], peak: float) -> dict[str, object]:
@@ -231,6 +243,7 @@ def summarise(n: int, method: str, results: list[dict[str, float]], peak: float)
         "n": n,
         "method": method,
         "seconds": seconds,
+        "load_1min": [result["load_1min"] for result in results],
         "best_s": best,
         "dense_gflops": dense,
         "dense_pct_peak": 100 * dense / peak,

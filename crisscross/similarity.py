@@ -98,11 +98,13 @@ def _columns_topk(block: np.ndarray, row_start: int, scores: np.ndarray, indices
     n_stripes = (width + stripe - 1) // stripe
     for s in numba.prange(n_stripes):
         first, last = s * stripe, min((s + 1) * stripe, width)
+        floors = np.full(last - first, -np.inf, np.float32)  # each column's K-th best so far
         for row in range(block.shape[0]):
             for column in range(first, last):
                 value = block[row, column]
-                if value > scores[column, k - 1]:
+                if value > floors[column - first]:
                     _insert(scores[column], indices[column], value, row_start + row)
+                    floors[column - first] = scores[column, k - 1]
 
 
 def block_topk(block: np.ndarray, start: int, k: int, *, transposed: bool = False) -> tuple[np.ndarray, np.ndarray]:
