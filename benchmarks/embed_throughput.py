@@ -91,7 +91,7 @@ class Row:
             "multi_process_items_per_s": self.multi_process_rate,
             "multi_process_over_direct": self.multi_process_ratio,
         }
-        return {**asdict(self), **{key: round(value, 3) for key, value in derived.items()}}
+        return {key: round(value, 3) if isinstance(value, float) else value for key, value in {**asdict(self), **derived}.items()}
 
 
 def run(args: argparse.Namespace) -> None:

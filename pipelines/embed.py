@@ -13,6 +13,7 @@ from crisscross.beam.embed import EmbedItems, build_encoder, write_skipped
 from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.encoders import IMAGE, TEXT
 from crisscross.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
+from crisscross.ingest.records import PIXELS_OK
 from crisscross.quarantine import Rejected, count_reasons, quarantine_table
 from pipelines.stage import StageArgs, counters, parse_args, run_stage
 
@@ -34,17 +35,18 @@ def _ids(table_path: str, column: str) -> list[str]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    if not stage.params["text_encoders"] and not stage.params["image_encoders"]:
+        raise SystemExit("embed: no encoders configured (embed.text_encoders and embed.image_encoders are empty)")
     captions_path = io.join(stage.inputs, "captions.parquet")
     images_path = io.join(stage.inputs, "images.parquet")
-    caption_ids, image_ids = _ids(captions_path, "caption_id"), _ids(images_path, "image_id")
+    caption_ids = _ids(captions_path, "caption_id")
+    images = io.read_parquet(images_path).select(["image_id", "pixels"]).to_pydict()
+    image_ids, with_pixels = images["image_id"], sum(p == PIXELS_OK for p in images["pixels"])
     scheme = scheme_of(image_ids[0]) if image_ids else None
-    tables = {
-        TEXT: (pipeline | "ReadCaptions" >> beam.io.ReadFromParquet(captions_path), caption_ids, CAPTION_KIND),
-        IMAGE: (pipeline | "ReadImages" >> beam.io.ReadFromParquet(images_path), image_ids, IMAGE_KIND),
-    }
-    rejected, skipped, encoders = [], [], {}
+    tables = {TEXT: (captions_path, caption_ids, CAPTION_KIND), IMAGE: (images_path, image_ids, IMAGE_KIND)}
+    rejected, skipped, encoders, rows = [], [], {}, {}
     for modality, specs in ((TEXT, stage.params["text_encoders"]), (IMAGE, stage.params["image_encoders"])):
-        rows, ids, kind = tables[modality]
+        path, ids, kind = tables[modality]
         parse_id = functools.partial(scheme.parse, kind=kind) if scheme else str
         for spec in specs:
             encoder = build_encoder(spec, modality)
@@ -57,10 +59,13 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
                 "dim": encoder.dim,
                 "needs_payload": encoder.needs_payload,
                 "items": len(ids),
+                "encodable": with_pixels if modality == IMAGE and encoder.needs_payload else len(ids),
             }
             encoders[(modality, spec)] = (meta, len(bind_rejects))
+            if modality not in rows:  # each table is read once, and only if an encoder needs it
+                rows[modality] = pipeline | f"Read[{modality}]" >> beam.io.ReadFromParquet(path)
             label = f"{modality}:{spec}"
-            outputs = rows | f"Embed[{label}]" >> EmbedItems(
+            outputs = rows[modality] | f"Embed[{label}]" >> EmbedItems(
                 spec, modality, out, meta, [] if encoder.needs_payload else ids, parse_id, int(stage.params["batch_size"])
             )
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]

@@ -31,6 +31,7 @@ from crisscross.quarantine import reject
 
 STAGE = "embed"
 SKIPPED = "skipped"
+BUCKET_ITEMS = 16_384
 LOG = logging.getLogger("crisscross.embed")
 REGISTRIES = {TEXT: TEXT_ENCODERS, IMAGE: IMAGE_ENCODERS}
 
@@ -188,7 +189,7 @@ class EmbedOutputs(NamedTuple):
 class EmbedItems(beam.PTransform):
     """Encode one table (``captions`` or ``images`` rows as dicts) with one encoder and write its sets.
 
-    ``meta`` (encoder, version, dim, needs_payload, items) comes from the encoder loaded once at
+    ``meta`` (encoder, version, dim, needs_payload, items, encodable) comes from the encoder loaded once at
     pipeline construction, so the written metadata does not depend on which worker wrote it.
     ``dataset_ids`` are only needed by id-keyed encoders (precomputed vectors) and may be empty.
     """
@@ -214,7 +215,9 @@ class EmbedItems(beam.PTransform):
 
     def expand(self, rows: beam.PCollection) -> EmbedOutputs:
         spec, batch_size = self._spec, self._batch_size
-        n_buckets = max(1, self._meta["items"] // (batch_size * 4))
+        # Buckets only make batching deterministic (the batches are reshuffled afterwards), so
+        # they are large: few partial batches, and a bucket still fits a worker's memory.
+        n_buckets = -(-self._meta["encodable"] // BUCKET_ITEMS) or 1
         skipped_parts = []
         if self._modality == TEXT:
             items = rows | "ToItems" >> beam.Map(lambda r: Item(r["caption_id"], r["text"], r["image_id"]))
@@ -231,7 +234,7 @@ class EmbedItems(beam.PTransform):
             | "Batch" >> beam.FlatMap(lambda kv: chunk(kv[1], batch_size))
             | "Spread" >> beam.Reshuffle()
             | "Encode"
-            >> beam.ParDo(EncodeBatches(spec, self._modality, self._dataset_ids, self._parse_id, self._meta["items"])).with_outputs(
+            >> beam.ParDo(EncodeBatches(spec, self._modality, self._dataset_ids, self._parse_id, self._meta["encodable"])).with_outputs(
                 REJECTED, SKIPPED, main="encoded"
             )
         )
