@@ -157,12 +157,14 @@ def spawn(*args: str) -> dict[str, float]:
 
 def ours_flops(n: int) -> int:
     """What ``exact_topk`` multiplies: 2·d·|block i|·|block j| over the upper-triangle pairs."""
-    from crisscross.similarity import block_pairs
+    from crisscross.similarity import block_pairs, choose_block
+
+    block = choose_block(n, OURS_BLOCK)
 
     def size(i: int) -> int:
-        return min(OURS_BLOCK, n - i * OURS_BLOCK)
+        return min(block, n - i * block)
 
-    return sum(2 * DIM * size(i) * size(j) for i, j in block_pairs(n, OURS_BLOCK))
+    return sum(2 * DIM * size(i) * size(j) for i, j in block_pairs(n, block))
 
 
 def agreement(a: np.ndarray, b: np.ndarray) -> float:

@@ -55,8 +55,6 @@ class EmbeddingSet:
     def __post_init__(self) -> None:
         if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.ids):
             raise ValueError(f"{len(self.ids)} ids but vectors of shape {self.vectors.shape}")
-        if len(set(self.ids)) != len(self.ids):
-            raise ValueError("duplicate ids in an embedding set")
 
     @property
     def dim(self) -> int:
@@ -66,7 +64,13 @@ class EmbeddingSet:
         return {item: row for row, item in enumerate(self.ids)}
 
     def write(self, directory: str) -> None:
-        """Write the three files; rows are put in id order so the bytes do not depend on the runner."""
+        """Write the three files; rows are put in id order so the bytes do not depend on the runner.
+
+        Sets read from elsewhere may repeat ids (similarity quarantines the repeats); sets this
+        project writes never do.
+        """
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("duplicate ids in an embedding set")
         order = np.argsort(np.asarray(self.ids, dtype=object), kind="stable")
         ids = [self.ids[i] for i in order]
         vectors = np.ascontiguousarray(self.vectors[order], dtype=np.float32)

@@ -7,6 +7,7 @@ Partial results are merged with :func:`merge_topk`, which orders by (similarity 
 column index ascending): a total order, so ties are broken by id (rows are sorted by id) and
 the result does not depend on the order in which block pairs finish.  Self-pairs never count.
 
+Block pairs run on a thread pool, each with single-threaded BLAS (see :func:`run_pairs`).
 Selection inside a block is one compiled pass (numba) per side: each row (or column) keeps a
 sorted list of its K best and only values above its current K-th best are inserted, so the
 pass costs about one comparison per entry, against the ~7 ns per entry that numpy's
@@ -17,13 +18,17 @@ Memory: O(N·d) for the vectors plus O(B²) for one block.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 NO_NEIGHBOUR = -1
+SPAN = 64  # entries tested together before any is inserted
 
 
 @dataclass(frozen=True)
@@ -78,28 +83,41 @@ def _insert(scores: np.ndarray, indices: np.ndarray, value: float, index: int) -
     indices[position] = index
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True)
 def _rows_topk(block: np.ndarray, column_start: int, scores: np.ndarray, indices: np.ndarray) -> None:
     k = scores.shape[1]
-    for row in numba.prange(block.shape[0]):
+    width = block.shape[1]
+    for row in range(block.shape[0]):
         floor = -np.inf  # the row's K-th best so far; only larger values get in
-        for column in range(block.shape[1]):
-            value = block[row, column]
-            if value > floor:
-                _insert(scores[row], indices[row], value, column_start + column)
-                floor = scores[row, k - 1]
+        for first in range(0, width, SPAN):
+            last = min(first + SPAN, width)
+            peak = block[row, first]
+            for column in range(first + 1, last):  # a branch-free maximum: vectorised
+                peak = max(peak, block[row, column])
+            if peak <= floor:
+                continue
+            for column in range(first, last):
+                value = block[row, column]
+                if value > floor:
+                    _insert(scores[row], indices[row], value, column_start + column)
+                    floor = scores[row, k - 1]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _columns_topk(block: np.ndarray, row_start: int, scores: np.ndarray, indices: np.ndarray, stripe: int) -> None:
-    """Top-K of every column, walking rows in order inside parallel stripes of columns."""
+@numba.njit(cache=True, nogil=True)
+def _columns_topk(block: np.ndarray, row_start: int, scores: np.ndarray, indices: np.ndarray) -> None:
+    """Top-K of every column, walking rows in order inside stripes of columns."""
     k = scores.shape[1]
     width = block.shape[1]
-    n_stripes = (width + stripe - 1) // stripe
-    for s in numba.prange(n_stripes):
-        first, last = s * stripe, min((s + 1) * stripe, width)
+    n_stripes = (width + SPAN - 1) // SPAN
+    for s in range(n_stripes):
+        first, last = s * SPAN, min((s + 1) * SPAN, width)
         floors = np.full(last - first, -np.inf, np.float32)  # each column's K-th best so far
         for row in range(block.shape[0]):
+            above = False
+            for column in range(first, last):  # branch-free test first: vectorised
+                above |= block[row, column] > floors[column - first]
+            if not above:
+                continue
             for column in range(first, last):
                 value = block[row, column]
                 if value > floors[column - first]:
@@ -119,7 +137,7 @@ def block_topk(block: np.ndarray, start: int, k: int, *, transposed: bool = Fals
     scores = np.full((n, k), -np.inf, np.float32)
     indices = np.full((n, k), NO_NEIGHBOUR, np.int64)
     if transposed:
-        _columns_topk(block, start, scores, indices, 64)
+        _columns_topk(block, start, scores, indices)
     else:
         _rows_topk(block, start, scores, indices)
     return indices, scores
@@ -156,14 +174,37 @@ def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int) -> list[TopK
     return out
 
 
-def exact_topk(unit: np.ndarray, k: int, block: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """In-process exact top-K of every row of ``unit`` (unit rows, float32): (indices, scores)."""
+def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> list[TopK]:
+    """Candidates of many block pairs, one pair per thread, each single-threaded.
+
+    Single-threaded matrix products are what make the output independent of the runner: a
+    multi-threaded BLAS may round a dot product differently from a single-threaded one, and
+    near-equal similarities would then swap.  Threads over pairs use the cores instead, without
+    BLAS and selection threads spinning against each other.
+    """
+
+    def one(pair: tuple[int, int]) -> list[TopK]:
+        return pair_topk(unit, *pair, block, k)
+
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
+        return [part for parts in pool.map(one, pairs) for part in parts]
+
+
+def choose_block(n: int, largest: int) -> int:
+    """Rows per block: ``largest`` for big N; for small N about N/2 (a multiple of 256, at least
+    1,024), so the diagonal blocks, half of whose products are wasted, stay a small share and
+    there are enough pairs to keep the threads busy."""
+    return max(1, min(largest, max(1024, -(-(n // 2) // 256) * 256)))
+
+
+def exact_topk(unit: np.ndarray, k: int, block: int = 4096, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """In-process exact top-K of every row of ``unit`` (unit rows, float32): (indices, scores);
+    ``block`` is the largest block (see :func:`choose_block`)."""
     unit = np.ascontiguousarray(unit, dtype=np.float32)
-    n = len(unit)
+    block = choose_block(len(unit), block)
     best: dict[int, TopK] = {}
-    for i, j in block_pairs(n, block):
-        for part in pair_topk(unit, i, j, block, k):
-            best[part.start] = merge_topk(best[part.start], part) if part.start in best else part
+    for part in run_pairs(unit, list(block_pairs(len(unit), block)), block, k, threads or os.cpu_count() or 1):
+        best[part.start] = merge_topk(best[part.start], part) if part.start in best else part
     if not best:
         return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
     ordered = [best[s] for s in sorted(best)]

@@ -36,11 +36,11 @@ def test_set_round_trip_is_sorted_memory_mapped_and_deterministic(tmp_path: Path
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
-def test_set_refuses_inconsistent_input():
+def test_set_refuses_inconsistent_input_and_writing_repeated_ids():
     with pytest.raises(ValueError, match="2 ids but vectors of shape"):
         EmbeddingSet(["a", "b"], np.zeros((3, 2)))
     with pytest.raises(ValueError, match="duplicate ids"):
-        EmbeddingSet(["a", "a"], np.zeros((2, 2)))
+        EmbeddingSet(["a", "a"], np.zeros((2, 2))).write("unused")
 
 
 def test_encoder_slug():

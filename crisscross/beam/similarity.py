@@ -15,6 +15,7 @@ collections too big for an exact pass; its recall against exact search is measur
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from crisscross.embeddings import EmbeddingSet
 from crisscross.neighbours import prepare
 from crisscross.registry import Registry
-from crisscross.similarity import NO_NEIGHBOUR, TopK, block_pairs, merge_topk, pair_topk
+from crisscross.similarity import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
 
 BACKENDS: Registry[Any] = Registry("similarity backend")
 
@@ -33,19 +34,28 @@ def _load_unit(set_path: str) -> np.ndarray:
     return prepare(EmbeddingSet.read(set_path), set_path).unit
 
 
-class PairTopK(beam.DoFn):
-    """Candidates from one block pair; the normalised matrix is loaded once per worker."""
+class StripeTopK(beam.DoFn):
+    """Candidates from the block pairs of one stripe (i, j ≥ i), on ``threads`` threads; the
+    normalised matrix is loaded once per worker."""
 
-    def __init__(self, set_path: str, k: int, block: int) -> None:
-        self._set_path, self._k, self._block = set_path, k, block
+    def __init__(self, set_path: str, k: int, block: int, threads: int) -> None:
+        self._set_path, self._k, self._block, self._threads = set_path, k, block, threads
 
     def setup(self) -> None:
         self._unit = _load_unit(self._set_path)
 
-    def process(self, pair: tuple[int, int]) -> Iterable[tuple[int, TopK]]:
-        for part in pair_topk(self._unit, *pair, self._block, self._k):
+    def process(self, stripe: list[tuple[int, int]]) -> Iterable[tuple[int, TopK]]:
+        for part in run_pairs(self._unit, stripe, self._block, self._k, self._threads):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
             yield part.start, part
+
+
+def stripes(n: int, block: int) -> list[list[tuple[int, int]]]:
+    """The upper-triangle block pairs grouped by first block: one Beam element per stripe."""
+    grouped: dict[int, list[tuple[int, int]]] = {}
+    for i, j in block_pairs(n, block):
+        grouped.setdefault(i, []).append((i, j))
+    return [grouped[i] for i in sorted(grouped)]
 
 
 def _merge_all(parts: Iterable[TopK]) -> TopK:
@@ -54,24 +64,27 @@ def _merge_all(parts: Iterable[TopK]) -> TopK:
 
 @BACKENDS.register("exact")
 class ExactBackend:
-    """Exact search; ``block`` rows per block (memory O(N·d + block²))."""
+    """Exact search; at most ``block`` rows per block (memory O(N·d + threads·block²));
+    ``threads`` per worker (default: the worker's cores)."""
 
     approximate = False
 
-    def __init__(self, block: int = 4096) -> None:
+    def __init__(self, block: int = 4096, threads: int | None = None) -> None:
         self.block = int(block)
+        self.threads = int(threads or os.cpu_count() or 1)
 
     def peak_bytes(self, n: int, d: int) -> int:
         """Vectors (stored and normalised) plus the block, its transpose and selection temporaries."""
-        side = min(self.block, n)
-        return 2 * n * d * 4 + 4 * side * side * 4
+        side = choose_block(n, self.block)
+        return 2 * n * d * 4 + self.threads * 2 * side * side * 4
 
     def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int) -> beam.PCollection:
+        block = choose_block(n, self.block)
         return (
             pbegin
-            | "BlockPairs" >> beam.Create(list(block_pairs(n, self.block)))
+            | "Stripes" >> beam.Create(stripes(n, block))
             | "Spread" >> beam.Reshuffle()
-            | "PairTopK" >> beam.ParDo(PairTopK(set_path, k, self.block))
+            | "StripeTopK" >> beam.ParDo(StripeTopK(set_path, k, block, self.threads))
             | "MergePerBlock" >> beam.CombinePerKey(_merge_all)
             | "Lists" >> beam.Values()
         )
