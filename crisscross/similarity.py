@@ -19,8 +19,9 @@ Memory: O(N·d) for the vectors plus O(B²) for one block.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -174,20 +175,28 @@ def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int) -> list[TopK
     return out
 
 
-def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> list[TopK]:
-    """Candidates of many block pairs, one pair per thread, each single-threaded.
+def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> Iterator[TopK]:
+    """Candidates of many block pairs, one pair per thread, each single-threaded, in pair order.
 
     Single-threaded matrix products are what make the output independent of the runner: a
     multi-threaded BLAS may round a dot product differently from a single-threaded one, and
     near-equal similarities would then swap.  Threads over pairs use the cores instead, without
-    BLAS and selection threads spinning against each other.
+    BLAS and selection threads spinning against each other.  Pairs are submitted a few at a
+    time, so only a few blocks' candidates wait in memory for the caller to merge them.
     """
 
     def one(pair: tuple[int, int]) -> list[TopK]:
         return pair_topk(unit, *pair, block, k)
 
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(max(1, threads)) as pool:
-        return [part for parts in pool.map(one, pairs) for part in parts]
+    threads = max(1, threads)
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+        pending: deque[Future[list[TopK]]] = deque()
+        for pair in pairs:
+            pending.append(pool.submit(one, pair))
+            if len(pending) > 2 * threads:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
 
 
 def choose_block(n: int, largest: int) -> int:
