@@ -40,7 +40,10 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     backend = BACKENDS.create(stage.params["backend"], **stage.params["backend_options"])
     plan: dict[str, dict[str, Any]] = {}
     rejected = []
-    for space in spaces(stage.inputs):
+    found = spaces(stage.inputs)
+    if not found:
+        raise SystemExit(f"similarity: no co-caption-mean or image embedding sets under {stage.inputs}; run embed first")
+    for space in found:
         set_path = io.join(stage.inputs, space)
         prepared = prepare(EmbeddingSet.read(set_path), set_path)
         n, dim = prepared.unit.shape
@@ -48,7 +51,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         rejected.append(pipeline | f"Excluded[{space}]" >> beam.Create(prepared.rejected))
         if n < 2:
             continue
-        lists = _neighbours(pipeline, backend, space, set_path, n, k)
+        lists = pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k)
         target = io.join(out, space, "neighbours.parquet")
         gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
     gather("GatherExcluded", tuple(rejected) | "AllExcluded" >> beam.Flatten()) | "WriteQuarantine" >> beam.Map(
@@ -61,12 +64,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     return finish
 
 
-def _neighbours(pipeline: beam.Pipeline, backend: Any, space: str, set_path: str, n: int, k: int) -> beam.PCollection:
-    label = f"TopK[{space}]"
-    return pipeline | label >> _BackendTransform(backend, set_path, n, k)
-
-
 class _BackendTransform(beam.PTransform):
+    """Gives each space's backend steps their own label scope."""
+
     def __init__(self, backend: Any, set_path: str, n: int, k: int) -> None:
         super().__init__()
         self._backend, self._set_path, self._n, self._k = backend, set_path, n, k
