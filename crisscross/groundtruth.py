@@ -1,0 +1,476 @@
+"""Ground truth for evaluation: which (query, gallery) pairs are positive, and graded ratings.
+
+A :class:`GroundTruth` holds positive pairs of canonical ids (:mod:`crisscross.ids`) for four
+retrieval tasks, each pair written ``(query, gallery)``:
+
+* ``i2t`` image → caption, ``t2i`` caption → image, ``t2t`` caption → caption, ``i2i`` image → image;
+
+and the graded human ratings used for correlation (CxC §5): ``sts`` (caption, caption, score),
+``sis`` (image, image, score), ``sits`` (caption, image, score).  :meth:`GroundTruth.positives`
+turns a task into :class:`crisscross.metrics.Positives` for a concrete score matrix.
+
+Loaders are chosen by name from :data:`GROUND_TRUTHS` and return ``(GroundTruth, report)``; the
+report counts pairs per task and duplicates resolved, and lists every unparseable record as a
+:class:`crisscross.quarantine.Rejected` under ``"rejected"`` (nothing is dropped silently).
+
+Rules chosen (and why):
+
+``coco`` (original MS-COCO pairs, from a captions table with ``caption_id`` and ``image_id``)
+    i2t / t2i are the caption-image links.  t2t is the *co-caption* relation: every caption of the
+    same image, excluding the caption itself, in both directions (5 captions per image → 20
+    directed pairs per image).  This is the conventional MS-COCO caption-caption relation; note
+    that CxC's T2T task does **not** use it — CxC found co-captions average only 3.0 STS
+    (§6), so its T2T positives are the rated STS ≥ 3 pairs only.  ``coco`` has no i2i.
+
+``cxc:<folder>`` (CxC release CSVs ``{sts,sis,sits}_<split>.csv``, split ``test`` | ``val``)
+    Positive thresholds as in CxC §3: STS ≥ 3, SITS ≥ 3, SIS ≥ 2.5.  i2t / t2i are SITS positives
+    **merged with** the original MS-COCO pairs when a ``captions`` table is given: CxC §4 "We
+    extend the existing associations with positive CxC pairs", so the "CxC" rows of Table 2 count
+    original + new positives (an original pair is kept even when its SITS rating is < 3).
+    t2t = STS positives, i2i = SIS positives, both symmetric (each unordered pair gives both
+    directions).  Pairs rated more than once (in either order; in the release only SIS, 2,863
+    pairs in test, some with scores on both sides of the threshold) are kept once per unordered
+    pair with the **mean** of their scores, and the positive decision uses that mean
+    (``duplicate_rule="mean"``); ``duplicate_rule="any"`` instead makes a pair positive when any
+    of its rows passes, which is what counting release rows (the published 21,816 SIS
+    "positives", which are rows, not pairs) implies.  Means are rounded to 6 decimals before the
+    threshold so float error cannot flip a pair.
+
+``eccv`` (ECCV Caption, from the ``eccv-caption`` package data, Karpathy test split)
+    i2t / t2i as published: 1,261 image queries and 1,332 caption queries.  They are *not*
+    merged with original pairs: ECCV Caption removed 18 meaningless and 14 wrong captions (its
+    §3.2), so 9 original pairs of its image queries are deliberately absent.  Only the package's
+    JSON files are read; its metric code is not used.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from crisscross.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError
+from crisscross.metrics import Positives
+from crisscross.quarantine import Rejected, reject
+from crisscross.registry import Registry
+
+TASKS = ("i2t", "t2i", "t2t", "i2i")
+RATINGS = ("sts", "sis", "sits")
+STS_THRESHOLD = 3.0  # CxC §3: caption-caption positive
+SITS_THRESHOLD = 3.0  # CxC §3: caption-image positive
+SIS_THRESHOLD = 2.5  # CxC §3: image-image positive
+DUPLICATE_RULES = ("mean", "any")
+
+Pair = tuple[str, str]
+Rating = tuple[str, str, float]
+Report = dict[str, Any]
+
+_COCO = CocoIdScheme()
+
+
+class MappedPositives(NamedTuple):
+    """Positives for a score matrix, and how many positive pairs had no gallery column."""
+
+    positives: Positives
+    missing: int
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """Positive pairs per task (``(query, gallery)`` canonical ids) and graded ratings."""
+
+    name: str
+    i2t: frozenset[Pair] = frozenset()
+    t2i: frozenset[Pair] = frozenset()
+    t2t: frozenset[Pair] = frozenset()
+    i2i: frozenset[Pair] = frozenset()
+    sts: tuple[Rating, ...] = ()
+    sis: tuple[Rating, ...] = ()
+    sits: tuple[Rating, ...] = ()
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def pairs(self, task: str) -> frozenset[Pair]:
+        """Positive pairs of a retrieval task (``i2t``, ``t2i``, ``t2t``, ``i2i``)."""
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+        return getattr(self, task)
+
+    def ratings(self, name: str) -> tuple[Rating, ...]:
+        """Graded ratings (``sts``, ``sis``, ``sits``), one per rated pair."""
+        if name not in RATINGS:
+            raise ValueError(f"unknown ratings {name!r}; known: {', '.join(RATINGS)}")
+        return getattr(self, name)
+
+    def counts(self) -> dict[str, int]:
+        """Number of positive pairs per task and of ratings per kind, for reports."""
+        return {
+            **{t: len(self.pairs(t)) for t in TASKS},
+            **{r: len(self.ratings(r)) for r in RATINGS},
+        }
+
+    def positives(
+        self, task: str, query_ids: Sequence[str], gallery_ids: Sequence[str]
+    ) -> MappedPositives:
+        """Positives of ``task`` for a score matrix whose rows are ``query_ids`` and columns
+        ``gallery_ids``.
+
+        Pairs whose query is not a row are ignored (the matrix simply does not ask about them);
+        pairs whose query is a row but whose positive is not a column are counted in ``missing``,
+        because a silently shrunken gallery would inflate recall.
+        """
+        rows = _index_of(query_ids, "query_ids")
+        cols = _index_of(gallery_ids, "gallery_ids")
+        q: list[int] = []
+        g: list[int] = []
+        missing = 0
+        for query, item in self.pairs(task):
+            row = rows.get(query)
+            if row is None:
+                continue
+            col = cols.get(item)
+            if col is None:
+                missing += 1
+                continue
+            q.append(row)
+            g.append(col)
+        positives = Positives.from_pairs(
+            np.asarray(q, np.int64), np.asarray(g, np.int64), len(rows)
+        )
+        return MappedPositives(positives, missing)
+
+
+def _index_of(ids: Sequence[str], what: str) -> dict[str, int]:
+    """Id → position; duplicates are an error because one id cannot be two rows/columns."""
+    index: dict[str, int] = {}
+    for i, value in enumerate(ids):
+        key = str(value)
+        if key in index:
+            raise ValueError(
+                f"{what} holds {key!r} twice (positions {index[key]} and {i})"
+            )
+        index[key] = i
+    return index
+
+
+def _symmetric(pairs: Iterable[Pair]) -> frozenset[Pair]:
+    return frozenset(p for a, b in pairs for p in ((a, b), (b, a)))
+
+
+def _report(truth: GroundTruth, rejected: list[Rejected], **extra: Any) -> Report:
+    return {"name": truth.name, "counts": truth.counts(), **extra, "rejected": rejected}
+
+
+# --------------------------------------------------------------------------- coco
+
+
+def _columns(table: Any, names: Sequence[str]) -> dict[str, list[Any]]:
+    """Columns of a pyarrow table or pandas frame as Python lists."""
+    if hasattr(table, "column_names"):  # pyarrow.Table
+        present = set(table.column_names)
+        get = lambda n: table.column(n).to_pylist()
+    else:  # pandas.DataFrame
+        present = set(table.columns)
+        get = lambda n: [None if _isnull(v) else v for v in table[n].tolist()]
+    absent = [n for n in names if n not in present]
+    if absent:
+        raise ValueError(
+            f"captions table lacks columns {absent}; it has {sorted(present)}"
+        )
+    return {n: get(n) for n in names}
+
+
+def _isnull(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _coco_links(
+    captions: Any, source: str
+) -> tuple[dict[str, str], list[Rejected], int]:
+    """Caption → image links of a captions table, with rejects and the number of repeated rows."""
+    cols = _columns(captions, ("caption_id", "image_id"))
+    links: dict[str, str] = {}
+    rejected: list[Rejected] = []
+    repeated = 0
+    for line, (cap, img) in enumerate(zip(cols["caption_id"], cols["image_id"])):
+        record = {"caption_id": cap, "image_id": img}
+        where = f"{source}:{line}"
+        try:
+            if _isnull(cap) or _isnull(img):
+                raise IdFormError("null caption_id or image_id")
+            cap_id, img_id = _COCO.parse_caption(cap), _COCO.parse_image(img)
+        except IdFormError as error:
+            rejected.append(reject("caption", cap, "bad-id", str(error), where, record))
+            continue
+        known = links.get(cap_id)
+        if known is None:
+            links[cap_id] = img_id
+        elif known == img_id:
+            repeated += 1
+        else:  # a COCO caption annotation belongs to exactly one image
+            detail = f"{cap_id} already linked to {known}, here to {img_id}"
+            rejected.append(
+                reject("caption", cap_id, "caption-two-images", detail, where, record)
+            )
+    return links, rejected, repeated
+
+
+def load_coco(captions: Any, *, source: str = "captions") -> tuple[GroundTruth, Report]:
+    """Original MS-COCO positives: caption-image links and co-captions (see module docstring)."""
+    links, rejected, repeated = _coco_links(captions, source)
+    by_image: dict[str, list[str]] = defaultdict(list)
+    for cap, img in links.items():
+        by_image[img].append(cap)
+    t2t = frozenset(
+        (a, b) for caps in by_image.values() for a in caps for b in caps if a != b
+    )
+    truth = GroundTruth(
+        name="coco",
+        i2t=frozenset((img, cap) for cap, img in links.items()),
+        t2i=frozenset(links.items()),
+        t2t=t2t,
+        notes={
+            "t2t": "co-captions: captions of the same image, excluding the caption itself"
+        },
+    )
+    return truth, _report(truth, rejected, repeated_rows=repeated, images=len(by_image))
+
+
+# --------------------------------------------------------------------------- cxc
+
+
+@dataclass(frozen=True)
+class _Rated:
+    """Ratings of one CxC file after merging repeats, with what the merge did."""
+
+    ratings: tuple[Rating, ...]
+    positives: frozenset[Pair]  # in file orientation (unordered pairs sorted)
+    rows: int
+    positive_rows: int
+    repeated_pairs: int  # pairs rated more than once
+    straddling_pairs: int  # repeated pairs with scores on both sides of the threshold
+
+
+def _read_rated(
+    path: Path,
+    columns: tuple[str, str],
+    kinds: tuple[str, str],
+    threshold: float,
+    unordered: bool,
+    rule: str,
+) -> tuple[_Rated, list[Rejected]]:
+    """Read one CxC CSV: parse ids, merge repeated pairs (mean), decide positives by ``rule``."""
+    scores: dict[Pair, list[float]] = defaultdict(list)
+    rejected: list[Rejected] = []
+    rows = 0
+    with path.open(newline="", encoding="utf-8") as handle:
+        for line, row in enumerate(csv.DictReader(handle), start=2):
+            rows += 1
+            where = f"{path.name}:{line}"
+            try:
+                a = _COCO.parse(row[columns[0]], kinds[0])
+                b = _COCO.parse(row[columns[1]], kinds[1])
+            except (IdFormError, KeyError, TypeError) as error:
+                rejected.append(reject("row", "", "bad-id", str(error), where, row))
+                continue
+            try:
+                score = float(row["agg_score"])
+                if math.isnan(score):
+                    raise ValueError("NaN")
+            except (KeyError, TypeError, ValueError) as error:
+                rejected.append(
+                    reject("row", f"{a}|{b}", "bad-score", str(error), where, row)
+                )
+                continue
+            key = (min(a, b), max(a, b)) if unordered else (a, b)
+            scores[key].append(score)
+    ratings: list[Rating] = []
+    positives: set[Pair] = set()
+    positive_rows = repeated = straddling = 0
+    for key in sorted(scores):
+        values = scores[key]
+        mean = round(sum(values) / len(values), 6)
+        passing = [v >= threshold for v in values]
+        positive_rows += sum(passing)
+        if len(values) > 1:
+            repeated += 1
+            straddling += any(passing) and not all(passing)
+        ratings.append((key[0], key[1], mean))
+        if (mean >= threshold) if rule == "mean" else any(passing):
+            positives.add(key)
+    rated = _Rated(
+        tuple(ratings), frozenset(positives), rows, positive_rows, repeated, straddling
+    )
+    return rated, rejected
+
+
+def load_cxc(
+    folder: str | Path,
+    *,
+    split: str = "test",
+    captions: Any = None,
+    duplicate_rule: str = "mean",
+) -> tuple[GroundTruth, Report]:
+    """CxC positives and ratings from the release CSVs; i2t/t2i merged with the original pairs
+    of ``captions`` when given (CxC §4).  See the module docstring for every rule."""
+    if split not in ("test", "val"):
+        raise ValueError(f"CxC split must be 'test' or 'val', got {split!r}")
+    if duplicate_rule not in DUPLICATE_RULES:
+        raise ValueError(
+            f"duplicate_rule must be one of {DUPLICATE_RULES}, got {duplicate_rule!r}"
+        )
+    root = Path(folder)
+    rejected: list[Rejected] = []
+    sts, bad = _read_rated(
+        root / f"sts_{split}.csv",
+        ("caption1", "caption2"),
+        (CAPTION_KIND, CAPTION_KIND),
+        STS_THRESHOLD,
+        True,
+        duplicate_rule,
+    )
+    rejected += bad
+    sis, bad = _read_rated(
+        root / f"sis_{split}.csv",
+        ("image1", "image2"),
+        (IMAGE_KIND, IMAGE_KIND),
+        SIS_THRESHOLD,
+        True,
+        duplicate_rule,
+    )
+    rejected += bad
+    sits, bad = _read_rated(
+        root / f"sits_{split}.csv",
+        ("caption", "image"),
+        (CAPTION_KIND, IMAGE_KIND),
+        SITS_THRESHOLD,
+        False,
+        duplicate_rule,
+    )
+    rejected += bad
+    t2i = set(sits.positives)
+    original: frozenset[Pair] = frozenset()
+    if captions is not None:
+        links, bad, _ = _coco_links(captions, "captions")
+        rejected += bad
+        original = frozenset(links.items())
+        t2i |= original
+    truth = GroundTruth(
+        name=f"cxc-{split}",
+        i2t=frozenset((img, cap) for cap, img in t2i),
+        t2i=frozenset(t2i),
+        t2t=_symmetric(sts.positives),
+        i2i=_symmetric(sis.positives),
+        sts=sts.ratings,
+        sis=sis.ratings,
+        sits=sits.ratings,
+        notes={
+            "i2t": "SITS >= 3 merged with original COCO pairs"
+            if captions is not None
+            else "SITS >= 3 only"
+        },
+    )
+    report = _report(
+        truth,
+        rejected,
+        rows={"sts": sts.rows, "sis": sis.rows, "sits": sits.rows},
+        positive_rows={
+            "sts": sts.positive_rows,
+            "sis": sis.positive_rows,
+            "sits": sits.positive_rows,
+        },
+        positive_pairs={
+            "sts": len(sts.positives),
+            "sis": len(sis.positives),
+            "sits": len(sits.positives),
+        },
+        repeated_pairs={
+            "sts": sts.repeated_pairs,
+            "sis": sis.repeated_pairs,
+            "sits": sits.repeated_pairs,
+        },
+        straddling_pairs={
+            "sts": sts.straddling_pairs,
+            "sis": sis.straddling_pairs,
+            "sits": sits.straddling_pairs,
+        },
+        duplicate_rule=duplicate_rule,
+        original_pairs=len(original),
+        original_only=len(original - sits.positives),
+        new_positives=len(sits.positives - original) if captions is not None else None,
+    )
+    return truth, report
+
+
+# --------------------------------------------------------------------------- eccv
+
+
+def eccv_data_dir() -> Path:
+    """Folder of the JSON files shipped by ``eccv-caption`` (imported only to locate them)."""
+    try:
+        from importlib.resources import files
+
+        return Path(str(files("eccv_caption") / "data"))
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            "the 'eccv' ground truth needs: pip install eccv-caption==0.1.0"
+        ) from error
+
+
+def _read_associations(
+    path: Path, kinds: tuple[str, str]
+) -> tuple[frozenset[Pair], list[Rejected]]:
+    """``{query coco id: [positive coco ids]}`` JSON → canonical (query, positive) pairs."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    pairs: set[Pair] = set()
+    rejected: list[Rejected] = []
+    for key, values in data.items():
+        where = f"{path.name}:{key}"
+        try:
+            query = _COCO.parse(key, kinds[0])
+        except IdFormError as error:
+            rejected.append(
+                reject("row", key, "bad-id", str(error), where, {key: values})
+            )
+            continue
+        for value in values:
+            try:
+                pairs.add((query, _COCO.parse(value, kinds[1])))
+            except IdFormError as error:
+                rejected.append(
+                    reject(
+                        "row",
+                        f"{query}|{value}",
+                        "bad-id",
+                        str(error),
+                        where,
+                        {key: value},
+                    )
+                )
+    return frozenset(pairs), rejected
+
+
+def load_eccv(data_dir: str | Path | None = None) -> tuple[GroundTruth, Report]:
+    """ECCV Caption i2t / t2i positives as published (not merged with originals, see module)."""
+    root = Path(data_dir) if data_dir is not None else eccv_data_dir()
+    i2t, bad_i = _read_associations(
+        root / "eccv_image_to_caption.json", (IMAGE_KIND, CAPTION_KIND)
+    )
+    t2i, bad_t = _read_associations(
+        root / "eccv_caption_to_image.json", (CAPTION_KIND, IMAGE_KIND)
+    )
+    truth = GroundTruth(name="eccv", i2t=i2t, t2i=t2i)
+    queries = {"i2t": len({q for q, _ in i2t}), "t2i": len({q for q, _ in t2i})}
+    return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root))
+
+
+GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")
+GROUND_TRUTHS.register("coco")(load_coco)
+GROUND_TRUTHS.register("cxc", takes_argument=True)(load_cxc)
+GROUND_TRUTHS.register("eccv")(load_eccv)
