@@ -310,6 +310,15 @@ def _read_rated(
     return rated, rejected
 
 
+# Each CxC release file: its id columns, their kinds, the positive threshold (CxC §3), and
+# whether the pair is symmetric (caption–caption, image–image).
+_CXC_FILES = {
+    "sts": (("caption1", "caption2"), (CAPTION_KIND, CAPTION_KIND), STS_THRESHOLD, True),
+    "sis": (("image1", "image2"), (IMAGE_KIND, IMAGE_KIND), SIS_THRESHOLD, True),
+    "sits": (("caption", "image"), (CAPTION_KIND, IMAGE_KIND), SITS_THRESHOLD, False),
+}
+
+
 def load_cxc(
     folder: str | Path,
     *,
@@ -327,33 +336,11 @@ def load_cxc(
         )
     root = Path(folder)
     rejected: list[Rejected] = []
-    sts, bad = _read_rated(
-        root / f"sts_{split}.csv",
-        ("caption1", "caption2"),
-        (CAPTION_KIND, CAPTION_KIND),
-        STS_THRESHOLD,
-        True,
-        duplicate_rule,
-    )
-    rejected += bad
-    sis, bad = _read_rated(
-        root / f"sis_{split}.csv",
-        ("image1", "image2"),
-        (IMAGE_KIND, IMAGE_KIND),
-        SIS_THRESHOLD,
-        True,
-        duplicate_rule,
-    )
-    rejected += bad
-    sits, bad = _read_rated(
-        root / f"sits_{split}.csv",
-        ("caption", "image"),
-        (CAPTION_KIND, IMAGE_KIND),
-        SITS_THRESHOLD,
-        False,
-        duplicate_rule,
-    )
-    rejected += bad
+    rated: dict[str, _Rated] = {}
+    for name, (columns, kinds, threshold, symmetric) in _CXC_FILES.items():
+        rated[name], bad = _read_rated(root / f"{name}_{split}.csv", columns, kinds, threshold, symmetric, duplicate_rule)
+        rejected += bad
+    sts, sis, sits = rated["sts"], rated["sis"], rated["sits"]
     t2i = set(sits.positives)
     original: frozenset[Pair] = frozenset()
     if captions is not None:

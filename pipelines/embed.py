@@ -14,8 +14,8 @@ from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet
 from crisscross.encoders import IMAGE, TEXT
 from crisscross.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.quarantine import Rejected, count_reasons, quarantine_table
-from pipelines.stage import StageArgs, counters, parse_args, run_stage
+from crisscross.quarantine import count_reasons
+from pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
 DEFAULTS: dict[str, Any] = {
@@ -70,10 +70,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             )
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
             skipped.append(outputs.skipped)
-    quarantine_path, skipped_path = io.join(out, "quarantine.parquet"), io.join(out, "skipped.parquet")
-    all_rejected = tuple(rejected) | "AllRejected" >> beam.Flatten()
-    gather("GatherRejected", all_rejected) | "WriteQuarantine" >> beam.Map(lambda rows: io.write_parquet(quarantine_path, quarantine_table(rows)))
-    gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(write_skipped, skipped_path)
+    write_quarantine(tuple(rejected), out)
+    gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(write_skipped, io.join(out, "skipped.parquet"))
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, encoders, result, len(caption_ids), len(image_ids))
@@ -82,7 +80,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 
 
 def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: int, n_images: int) -> dict[str, Any]:
-    quarantine = io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()
+    quarantine = read_quarantine(out)
     skipped = io.read_parquet(io.join(out, "skipped.parquet")).to_pylist()
     per_encoder: dict[str, Any] = {}
     summary: dict[str, str] = {"items": f"{n_captions} captions, {n_images} images"}
@@ -112,4 +110,4 @@ def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: 
             line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
         summary[f"{modality}:{spec}"] = line
     summary["quarantine"] = f"{len(quarantine)} records → {io.join(stage.out, 'quarantine.parquet')}"
-    return {"encoders": per_encoder, "rejected": count_reasons(Rejected(**row) for row in quarantine), "summary": summary}
+    return {"encoders": per_encoder, "rejected": count_reasons(quarantine), "summary": summary}

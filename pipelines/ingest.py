@@ -13,8 +13,8 @@ from crisscross.beam.common import gather
 from crisscross.beam.ingest import IngestItems
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import captions_table, images_table
-from crisscross.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
-from pipelines.stage import StageArgs, parse_args, run_stage
+from crisscross.quarantine import RejectionError, count_reasons
+from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
 DEFAULTS: dict[str, Any] = {
@@ -38,13 +38,13 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     reader = READERS.create(stage.params["reader"], **stage.params["reader_options"])
     images_dir = stage.flags.images or None
     outputs = pipeline | "Ingest" >> IngestItems(reader, stage.inputs, images_dir)
-    paths = {name: io.join(out, f"{name}.parquet") for name in ("images", "captions", "quarantine")}
+    paths = {name: io.join(out, f"{name}.parquet") for name in ("images", "captions")}
     gather("GatherImages", outputs.images) | "WriteImages" >> beam.Map(lambda rows: io.write_parquet(paths["images"], images_table(rows)))
     gather("GatherCaptions", outputs.captions) | "WriteCaptions" >> beam.Map(lambda rows: io.write_parquet(paths["captions"], captions_table(rows)))
-    gather("GatherRejected", outputs.rejected) | "WriteQuarantine" >> beam.Map(lambda rows: io.write_parquet(paths["quarantine"], quarantine_table(rows)))
+    write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:
-        summary = report(paths, stage, images_dir)
+        summary = report(out, stage, images_dir)
         strict = stage.flags.strict if stage.flags.strict is not None else stage.params["strict"]
         if strict and summary["rejected_total"]:
             raise RejectionError("ingest", summary["rejected"], str(io.failed_path(stage.out) / "quarantine.parquet"))
@@ -53,10 +53,10 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     return finish
 
 
-def report(paths: dict[str, str], stage: StageArgs, images_dir: str | None) -> dict[str, Any]:
-    images = io.read_parquet(paths["images"])
-    captions = io.read_parquet(paths["captions"])
-    quarantine = [Rejected(**row) for row in io.read_parquet(paths["quarantine"]).to_pylist()]
+def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]:
+    images = io.read_parquet(io.join(out, "images.parquet"))
+    captions = io.read_parquet(io.join(out, "captions.parquet"))
+    quarantine = read_quarantine(out)
     rejected = count_reasons(quarantine)
     pixels = dict(sorted(Counter(images.column("pixels").to_pylist()).items()))
     without_pixels = [row["image_id"] for row in images.select(["image_id", "pixels"]).to_pylist() if row["pixels"] != "ok"]

@@ -13,13 +13,12 @@ import apache_beam as beam
 import pyarrow as pa
 
 from crisscross import io
-from crisscross.beam.common import gather
 from crisscross.beam.sample import SampleCandidates
 from crisscross.embeddings import COCAPTION_MEAN, IMAGES, set_dir
 from crisscross.ids import scheme_of
-from crisscross.quarantine import Rejected, count_reasons, quarantine_table
+from crisscross.quarantine import count_reasons
 from crisscross.sampling import C2C_COCAPTION, C2C_ISIM, I2I_CSIM, METHODS, Candidate
-from pipelines.stage import StageArgs, parse_args, run_stage
+from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
 DEFAULTS: dict[str, Any] = {
@@ -67,9 +66,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         bool(params["allow_cross_method"]),
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
-    gather("GatherRejected", outputs.rejected) | "WriteQuarantine" >> beam.Map(
-        lambda rows: io.write_parquet(io.join(out, "quarantine.parquet"), quarantine_table(rows))
-    )
+    write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, i2i, c2c)
@@ -116,7 +113,7 @@ def _published(candidate: Candidate) -> tuple[str, str]:
 
 def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str]) -> dict[str, Any]:
     candidates = io.read_parquet(io.join(out, "candidates.parquet"))
-    quarantine = [Rejected(**row) for row in io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()]
+    quarantine = read_quarantine(out)
     per_method = Counter(candidates.column("method").to_pylist())
     counts = {method: per_method.get(method, 0) for method in METHODS}
     images = io.read_parquet(io.join(stage.flags.items, "images.parquet"))

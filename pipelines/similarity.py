@@ -14,9 +14,9 @@ from crisscross.beam.common import gather
 from crisscross.beam.similarity import BACKENDS
 from crisscross.embeddings import COCAPTION_MEAN, IMAGES, EmbeddingSet
 from crisscross.neighbours import neighbours_table, prepare, recall_at_k
-from crisscross.quarantine import Rejected, count_reasons, quarantine_table
+from crisscross.quarantine import count_reasons
 from crisscross.similarity import block_topk_dense
-from pipelines.stage import StageArgs, parse_args, run_stage
+from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
 DEFAULTS: dict[str, Any] = {"k": 25, "backend": "exact", "backend_options": {}, "recall_queries": 1000}
@@ -54,9 +54,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         lists = pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k)
         target = io.join(out, space, "neighbours.parquet")
         gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
-    gather("GatherExcluded", tuple(rejected) | "AllExcluded" >> beam.Flatten()) | "WriteQuarantine" >> beam.Map(
-        lambda rows: io.write_parquet(io.join(out, "quarantine.parquet"), quarantine_table(rows))
-    )
+    write_quarantine(tuple(rejected), out)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, backend, plan, k)
@@ -80,7 +78,7 @@ def _write(parts: list, ids: list[str], target: str) -> None:
 
 
 def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, Any]], k: int) -> dict[str, Any]:
-    quarantine = [Rejected(**row) for row in io.read_parquet(io.join(out, "quarantine.parquet")).to_pylist()]
+    quarantine = read_quarantine(out)
     summary: dict[str, str] = {}
     per_space: dict[str, Any] = {}
     for space, facts in plan.items():

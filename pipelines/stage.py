@@ -23,6 +23,8 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from crisscross import io
+from crisscross.beam.common import gather
+from crisscross.quarantine import Rejected, quarantine_table
 
 LOG = logging.getLogger("crisscross")
 
@@ -128,6 +130,22 @@ def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+
+
+QUARANTINE = "quarantine.parquet"
+
+
+def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], out: str) -> None:
+    """Every stage's rejects, as one sorted table ``<out>/quarantine.parquet``."""
+    if isinstance(rejected, tuple):
+        rejected = rejected | "AllRejected" >> beam.Flatten()
+    gather("GatherRejected", rejected) | "WriteQuarantine" >> beam.Map(
+        lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows))
+    )
+
+
+def read_quarantine(out: str) -> list[Rejected]:
+    return [Rejected(**row) for row in io.read_parquet(io.join(out, QUARANTINE)).to_pylist()]
 
 
 def counters(result: Any, namespace: str) -> dict[str, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
+from importlib import metadata
 from typing import Any, ClassVar
 
 import numpy as np
@@ -74,6 +75,19 @@ class Encoder(ABC):
     def covers(self, ids: Sequence[str]) -> np.ndarray:
         """Which ids this encoder can encode (bool mask); models cover everything."""
         return np.ones(len(ids), dtype=bool)
+
+
+def installed_version(distribution: str, install_hint: str) -> str:
+    """``distribution``'s installed version, or an :class:`EncoderError` saying how to install it."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError as e:
+        raise EncoderError(f"{distribution} is not installed; {install_hint}") from e
+
+
+def check_batch(ids: Sequence[str], payloads: Sequence[Any]) -> None:
+    if len(ids) != len(payloads):
+        raise ValueError(f"batch has {len(ids)} ids but {len(payloads)} payloads")
 
 
 TEXT_ENCODERS: Registry[Encoder] = Registry("text encoder")

@@ -11,13 +11,12 @@ from the usual ImageNet recipe: shorter side resized to 224 (bilinear, aspect ke
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
-from crisscross.encoders.base import IMAGE, IMAGE_ENCODERS, Encoder, EncoderError
+from crisscross.encoders.base import IMAGE, IMAGE_ENCODERS, Encoder, EncoderError, check_batch, installed_version
 
 INPUT_SIZE = 224
 PIXEL_MEAN = 127.0
@@ -53,10 +52,7 @@ class EfficientNetLite0Encoder(Encoder):
 
     @property
     def version(self) -> str:
-        try:
-            return " ".join(f"{dist}=={metadata.version(dist)}" for dist in self.DISTRIBUTIONS)
-        except metadata.PackageNotFoundError as e:
-            raise EncoderError(f"{e.name} is not installed; it is a core dependency of crisscross") from e
+        return " ".join(f"{dist}=={installed_version(dist, 'it is a core dependency of crisscross')}" for dist in self.DISTRIBUTIONS)
 
     @property
     def dim(self) -> int:
@@ -82,8 +78,7 @@ class EfficientNetLite0Encoder(Encoder):
         self._model = model
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
-        if len(ids) != len(payloads):
-            raise ValueError(f"batch has {len(ids)} ids but {len(payloads)} payloads")
+        check_batch(ids, payloads)
         self.load()
         import torch
 

