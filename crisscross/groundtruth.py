@@ -6,8 +6,9 @@ retrieval tasks, each pair written ``(query, gallery)``:
 * ``i2t`` image → caption, ``t2i`` caption → image, ``t2t`` caption → caption, ``i2i`` image → image;
 
 and the graded human ratings used for correlation (CxC §5): ``sts`` (caption, caption, score),
-``sis`` (image, image, score), ``sits`` (caption, image, score).  :meth:`GroundTruth.positives`
-turns a task into :class:`crisscross.metrics.Positives` for a concrete score matrix.
+``sis`` (image, image, score), ``sits`` (caption, image, score); each rated pair keeps the
+orientation of its first row, whose first id is the *query* the bootstrap correlation samples
+(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.metrics.Positives` for a concrete score matrix.
 
 Loaders are chosen by name from :data:`GROUND_TRUTHS` and return ``(GroundTruth, report)``; the
 report counts pairs per task and duplicates resolved, and lists every unparseable record as a
@@ -18,17 +19,20 @@ Rules chosen (and why):
 ``coco`` (original MS-COCO pairs, from a captions table with ``caption_id`` and ``image_id``)
     i2t / t2i are the caption-image links.  t2t is the *co-caption* relation: every caption of the
     same image, excluding the caption itself, in both directions (5 captions per image → 20
-    directed pairs per image).  This is the conventional MS-COCO caption-caption relation; note
-    that CxC's T2T task does **not** use it — CxC found co-captions average only 3.0 STS
-    (§6), so its T2T positives are the rated STS ≥ 3 pairs only.  ``coco`` has no i2i.
+    directed pairs per image).  This is the conventional MS-COCO caption-caption relation,
+    although CxC found co-captions average only 3.0 STS (§6).  ``coco`` has no i2i.
 
 ``cxc:<folder>`` (CxC release CSVs ``{sts,sis,sits}_<split>.csv``, split ``test`` | ``val``)
     Positive thresholds as in CxC §3: STS ≥ 3, SITS ≥ 3, SIS ≥ 2.5.  i2t / t2i are SITS positives
     **merged with** the original MS-COCO pairs when a ``captions`` table is given: CxC §4 "We
     extend the existing associations with positive CxC pairs", so the "CxC" rows of Table 2 count
     original + new positives (an original pair is kept even when its SITS rating is < 3).
-    t2t = STS positives, i2i = SIS positives, both symmetric (each unordered pair gives both
-    directions).  Pairs rated more than once (in either order; in the release only SIS, 2,863
+    t2t is the same rule for captions: STS positives merged with the co-captions (MS-COCO's
+    existing text-text association, §1) when ``captions`` are given.  The paper does not spell
+    this out; the figures decide it: with ``use-m3`` on the Karpathy test split, STS positives
+    alone give T2T R@1 15.8 where the paper reports 31.2 for the stronger USE-large, while the
+    merged set gives 28.4.  i2i = SIS positives.  t2t and i2i are symmetric (each unordered pair
+    gives both directions).  Pairs rated more than once (in either order; in the release only SIS, 2,863
     pairs in test, some with scores on both sides of the threshold) are kept once per unordered
     pair with the **mean** of their scores, and the positive decision uses that mean
     (``duplicate_rule="mean"``); ``duplicate_rule="any"`` instead makes a pair positive when any
@@ -46,6 +50,7 @@ Rules chosen (and why):
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
 from collections import defaultdict
@@ -224,22 +229,24 @@ def _coco_links(
 def load_coco(captions: Any, *, source: str = "captions") -> tuple[GroundTruth, Report]:
     """Original MS-COCO positives: caption-image links and co-captions (see module docstring)."""
     links, rejected, repeated = _coco_links(captions, source)
-    by_image: dict[str, list[str]] = defaultdict(list)
-    for cap, img in links.items():
-        by_image[img].append(cap)
-    t2t = frozenset(
-        (a, b) for caps in by_image.values() for a in caps for b in caps if a != b
-    )
     truth = GroundTruth(
         name="coco",
         i2t=frozenset((img, cap) for cap, img in links.items()),
         t2i=frozenset(links.items()),
-        t2t=t2t,
+        t2t=_cocaptions(links.items()),
         notes={
             "t2t": "co-captions: captions of the same image, excluding the caption itself"
         },
     )
-    return truth, _report(truth, rejected, repeated_rows=repeated, images=len(by_image))
+    return truth, _report(truth, rejected, repeated_rows=repeated, images=len({img for img in links.values()}))
+
+
+def _cocaptions(links: Iterable[Pair]) -> frozenset[Pair]:
+    """Directed pairs of distinct captions of the same image, from (caption, image) links."""
+    by_image: dict[str, list[str]] = defaultdict(list)
+    for cap, img in links:
+        by_image[img].append(cap)
+    return frozenset((a, b) for caps in by_image.values() for a in caps for b in caps if a != b)
 
 
 # --------------------------------------------------------------------------- cxc
@@ -267,6 +274,7 @@ def _read_rated(
 ) -> tuple[_Rated, list[Rejected]]:
     """Read one CxC CSV: parse ids, merge repeated pairs (mean), decide positives by ``rule``."""
     scores: dict[Pair, list[float]] = defaultdict(list)
+    first_seen: dict[Pair, Pair] = {}  # file orientation: the first id is the rated pair's query
     rejected: list[Rejected] = []
     rows = 0
     with path.open(newline="", encoding="utf-8") as handle:
@@ -290,6 +298,7 @@ def _read_rated(
                 continue
             key = (min(a, b), max(a, b)) if unordered else (a, b)
             scores[key].append(score)
+            first_seen.setdefault(key, (a, b))
     ratings: list[Rating] = []
     positives: set[Pair] = set()
     positive_rows = repeated = straddling = 0
@@ -301,7 +310,7 @@ def _read_rated(
         if len(values) > 1:
             repeated += 1
             straddling += any(passing) and not all(passing)
-        ratings.append((key[0], key[1], mean))
+        ratings.append((*first_seen[key], mean))
         if (mean >= threshold) if rule == "mean" else any(passing):
             positives.add(key)
     rated = _Rated(
@@ -352,7 +361,7 @@ def load_cxc(
         name=f"cxc-{split}",
         i2t=frozenset((img, cap) for cap, img in t2i),
         t2i=frozenset(t2i),
-        t2t=_symmetric(sts.positives),
+        t2t=_symmetric(sts.positives) | _cocaptions(original),
         i2i=_symmetric(sis.positives),
         sts=sts.ratings,
         sis=sis.ratings,
@@ -360,7 +369,10 @@ def load_cxc(
         notes={
             "i2t": "SITS >= 3 merged with original COCO pairs"
             if captions is not None
-            else "SITS >= 3 only"
+            else "SITS >= 3 only",
+            "t2t": "STS >= 3 merged with co-captions"
+            if captions is not None
+            else "STS >= 3 only",
         },
     )
     report = _report(
@@ -390,6 +402,7 @@ def load_cxc(
         duplicate_rule=duplicate_rule,
         original_pairs=len(original),
         original_only=len(original - sits.positives),
+        cocaption_positive_overlap=len(_symmetric(sts.positives) & _cocaptions(original)),
         new_positives=len(sits.positives - original) if captions is not None else None,
     )
     return truth, report
@@ -399,15 +412,12 @@ def load_cxc(
 
 
 def eccv_data_dir() -> Path:
-    """Folder of the JSON files shipped by ``eccv-caption`` (imported only to locate them)."""
-    try:
-        from importlib.resources import files
-
-        return Path(str(files("eccv_caption") / "data"))
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            "the 'eccv' ground truth needs: pip install eccv-caption==0.1.0"
-        ) from error
+    """Folder of the JSON files shipped by ``eccv-caption``, found without importing the package
+    (its import pulls in its metric code and warns about optional modules)."""
+    spec = importlib.util.find_spec("eccv_caption")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("the 'eccv' ground truth needs: pip install eccv-caption==0.1.0")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
 def _read_associations(
@@ -443,8 +453,10 @@ def _read_associations(
     return frozenset(pairs), rejected
 
 
-def load_eccv(data_dir: str | Path | None = None) -> tuple[GroundTruth, Report]:
-    """ECCV Caption i2t / t2i positives as published (not merged with originals, see module)."""
+def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None) -> tuple[GroundTruth, Report]:
+    """ECCV Caption i2t / t2i positives as published.  ``captions`` is accepted like every
+    loader's but not merged: ECCV removed some original pairs on purpose (see module)."""
+    del captions
     root = Path(data_dir) if data_dir is not None else eccv_data_dir()
     i2t, bad_i = _read_associations(
         root / "eccv_image_to_caption.json", (IMAGE_KIND, CAPTION_KIND)

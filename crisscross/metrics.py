@@ -73,6 +73,11 @@ class Positives:
         """Query of every stored positive."""
         return np.repeat(np.arange(self.n_queries, dtype=np.int64), self.counts)
 
+    def rows_slice(self, lo: int, hi: int) -> Positives:
+        """The positives of queries ``lo:hi``, renumbered from 0 (for scoring a block of rows)."""
+        start, stop = self.indptr[lo], self.indptr[hi]
+        return Positives(self.indptr[lo : hi + 1] - start, self.indices[start:stop])
+
     @classmethod
     def from_pairs(cls, query_index: ArrayLike, gallery_index: ArrayLike, n_queries: int) -> Positives:
         """From parallel (query row, gallery column) arrays; duplicate pairs are merged."""
@@ -122,6 +127,15 @@ class PositiveRanks:
     @property
     def counts(self) -> np.ndarray:
         return np.diff(self.indptr)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[PositiveRanks]) -> PositiveRanks:
+        """Blocks of consecutive query rows, in order, as one."""
+        counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
+        indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        ranks = np.concatenate([p.ranks for p in parts]) if parts else np.zeros(0, np.int64)
+        return cls(indptr, ranks)
 
     @property
     def first(self) -> np.ndarray:
@@ -308,7 +322,11 @@ def retrieval_metrics(
     ``queries`` counts the queries that have a positive (the denominator of every value);
     ``queries_without_positive`` the ones left out.
     """
-    ranked = ranks_of_positives(scores, positives, exclude_self)
+    return metrics_from_ranks(ranks_of_positives(scores, positives, exclude_self), ks)
+
+
+def metrics_from_ranks(ranked: PositiveRanks, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """The :func:`retrieval_metrics` values from ranks already computed (e.g. block by block)."""
     first = ranked.first
     recalls, missing = recall_at_k(first, ks)
     out = {f"R@{k}": v for k, v in recalls.items()}

@@ -7,11 +7,12 @@ import sys
 
 from crisscross import __version__
 from crisscross.encoders import EncoderError
+from crisscross.evaluation import CoverageError
 from crisscross.quarantine import RejectionError
 from crisscross.registry import Registry, UnknownNameError
 
 # Errors a user can fix from the message alone: printed without a traceback.
-USER_ERRORS = (RejectionError, UnknownNameError, EncoderError, FileNotFoundError)
+USER_ERRORS = (RejectionError, UnknownNameError, EncoderError, FileNotFoundError, CoverageError)
 
 STAGES: Registry[str] = Registry("stage")
 _HELP: dict[str, str] = {}
@@ -26,6 +27,7 @@ _stage("ingest", "pipelines.ingest", "source dataset → canonical images/captio
 _stage("embed", "pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
 _stage("similarity", "pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
 _stage("sample", "pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
+_stage("evaluate", "pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
 
 
 def usage() -> str:

@@ -1,0 +1,215 @@
+"""``crisscross evaluate``: models (embedding sets or score matrices) × ground truths → metrics.
+
+Outputs ``metrics.json`` (``{model: {truth: {protocol: {metric: {direction: value}}}}}``),
+``report.md``, ``recall_at_k.png`` and ``report.json``; unusable rows of the ground truths and of
+the optional label / BISON tables go to ``quarantine.parquet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from crisscross import io
+from crisscross.beam.common import gather
+from crisscross.beam.evaluate import (
+    EvaluateModels,
+    EvaluationInputs,
+    gallery_of,
+    load_truth,
+)
+from crisscross.evaluation import (
+    ALL,
+    FOLDS,
+    RATING_KINDS,
+    TASK_KINDS,
+    Settings,
+    check_coverage,
+    load_model,
+    model_ranking_agreement,
+    positives_agreement,
+    runnable,
+)
+from crisscross.evaluation_report import markdown, recall_at_k_png
+from crisscross.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
+from crisscross.quarantine import Rejected, count_reasons, reject
+from pipelines.stage import (
+    StageArgs,
+    parse_args,
+    read_quarantine,
+    run_stage,
+    write_quarantine,
+)
+
+DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
+DEFAULTS: dict[str, Any] = {
+    "models": {},
+    "tasks": list(TASK_KINDS),
+    "ratings": list(RATING_KINDS),
+    "folds": 5,
+    "ks": [1, 5, 10],
+    "curve_k": 50,
+    "bootstrap_samples": 1000,
+    "pmrp_zetas": [0, 1, 2],
+    "pmrp_r_cap": 50,
+    "verified": "eccv",
+}
+HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--items", required=True, help="the ingest output: the gallery (every image and caption, in source order)")
+    parser.add_argument("--truth", action="append", required=True, help="ground truth by name, repeatable: coco, eccv, cxc:<folder>")
+    parser.add_argument("--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)")
+    parser.add_argument("--bison", help="optional BISON triples: parquet/CSV with caption, target, decoy (canonical ids)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args("evaluate", DESCRIPTION, argv, DEFAULTS, add_flags)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def settings_from(params: Mapping[str, Any], seed: int) -> Settings:
+    unknown = sorted(set(params["tasks"]) - set(TASK_KINDS)) + sorted(set(params["ratings"]) - set(RATING_KINDS))
+    if unknown:
+        raise SystemExit(f"evaluate: unknown tasks/ratings {unknown}; known: {list(TASK_KINDS)} and {list(RATING_KINDS)}")
+    return Settings(
+        tasks=tuple(params["tasks"]),
+        ratings=tuple(params["ratings"]),
+        folds=int(params["folds"]),
+        ks=tuple(int(k) for k in params["ks"]),
+        curve_k=int(params["curve_k"]),
+        bootstrap_samples=int(params["bootstrap_samples"]),
+        seed=seed,
+        pmrp_zetas=tuple(int(z) for z in params["pmrp_zetas"]),
+        pmrp_r_cap=int(params["pmrp_r_cap"]),
+    )
+
+
+def read_table(path: str) -> pa.Table:
+    if path.endswith(".csv"):
+        return pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(strings_can_be_null=False, column_types=None))
+    return io.read_parquet(path)
+
+
+def _canonical(value: Any, kind: str) -> str:
+    text = "" if value is None else str(value)
+    if split_id(text)[1] != kind:
+        raise IdFormError(f"{text!r} is not a canonical {kind} id")
+    return text
+
+
+def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
+    """Image id → class numbers; unparseable rows are quarantined."""
+    table = read_table(path)
+    labels: dict[str, tuple[int, ...]] = {}
+    rejected = []
+    for line, row in enumerate(table.to_pylist(), start=1):
+        where = f"{path}:{line}"
+        try:
+            image = _canonical(row.get("image_id"), IMAGE_KIND)
+            raw = row.get("labels")
+            values = [v for v in str(raw).split(";") if v.strip()] if isinstance(raw, str) else list(raw or [])
+            classes = tuple(sorted({int(v) for v in values}))
+            if any(c < 0 for c in classes):
+                raise ValueError(f"negative class number in {classes}")
+        except (IdFormError, TypeError, ValueError) as error:
+            rejected.append(reject("label", row.get("image_id"), "bad-label-row", str(error), where, row))
+            continue
+        labels[image] = classes
+    return labels, rejected
+
+
+def read_bison(path: str) -> tuple[pa.Table, list[Rejected]]:
+    rows, rejected = [], []
+    for line, row in enumerate(read_table(path).to_pylist(), start=1):
+        try:
+            rows.append({"caption": _canonical(row.get("caption"), CAPTION_KIND), "target": _canonical(row.get("target"), IMAGE_KIND), "decoy": _canonical(row.get("decoy"), IMAGE_KIND)})
+        except IdFormError as error:
+            rejected.append(reject("bison", row.get("caption"), "bad-id", str(error), f"{path}:{line}", row))
+    return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in ("caption", "target", "decoy")])), rejected
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    params = stage.params
+    if not params["models"]:
+        raise SystemExit("evaluate: params evaluate.models is empty; name at least one model")
+    settings = settings_from(params, int(stage.base.get("seed", 0)))
+    items = stage.flags.items
+    gallery = gallery_of(items)
+    rejected: list[Rejected] = []
+    truths = {}
+    for spec in stage.flags.truth:
+        truth, truth_report = load_truth(spec, items)
+        truths[truth.name] = truth
+        rejected += truth_report.get("rejected", [])
+    plan = {}
+    for name, spec in sorted(params["models"].items()):
+        model = load_model(name, spec, stage.inputs)
+        check_coverage(model, gallery, settings)
+        tasks, ratings = runnable(model, settings)
+        plan[name] = {"tasks": tasks, "ratings": ratings}
+    labels: dict[str, tuple[int, ...]] = {}
+    if stage.flags.labels:
+        labels, bad = read_labels(stage.flags.labels)
+        rejected += bad
+    bison = None
+    if stage.flags.bison:
+        bison, bad = read_bison(stage.flags.bison)
+        rejected += bad
+    positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
+    inputs = EvaluationInputs(stage.inputs, items, dict(params["models"]), settings, labels, bison)
+    results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
+    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings)
+    write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out)
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage, gallery, plan)
+
+    return finish
+
+
+def nest(results: list[tuple[str, str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    nested: dict[str, dict[str, Any]] = {}
+    for model, truth, values in sorted(results, key=lambda r: (r[0], r[1])):
+        if values:
+            nested.setdefault(model, {})[truth] = values
+    return nested
+
+
+def write_outputs(results: list[tuple[str, str, dict[str, Any]]], out: str, positives: list[dict[str, Any]], settings: Settings) -> None:
+    nested = nest(results)
+    agreement = model_ranking_agreement(nested)
+    document = {"results": nested, "model_ranking_agreement": agreement, "positives_agreement": positives}
+    io.write_bytes(io.join(out, "metrics.json"), (json.dumps(document, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
+    notes = {"folds": f"{settings.folds} image folds in source order", "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}"}
+    io.write_bytes(io.join(out, "report.md"), markdown(nested, agreement, positives, notes).encode())
+    io.write_bytes(io.join(out, "recall_at_k.png"), recall_at_k_png(nested))
+
+
+def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) -> dict[str, Any]:
+    document = json.loads(io.read_bytes(io.join(out, "metrics.json")))
+    quarantine = read_quarantine(out)
+    summary = {"gallery": f"{len(gallery.image_ids)} images, {len(gallery.caption_ids)} captions"}
+    for model, by_truth in document["results"].items():
+        for truth, protocols in by_truth.items():
+            parts = []
+            metrics = protocols.get(ALL, {})
+            for direction in TASK_KINDS:
+                if direction in metrics.get("R@1", {}):
+                    r = [metrics[m][direction] for m in HEADLINE]
+                    parts.append(f"{direction} R@1/5/10 {100 * r[0]:.1f}/{100 * r[1]:.1f}/{100 * r[2]:.1f} medr {r[3]:g}")
+            for kind in RATING_KINDS:
+                if kind in metrics.get("spearman", {}):
+                    parts.append(f"{kind} ρ {100 * metrics['spearman'][kind]:.1f}±{100 * metrics['spearman_std'][kind]:.1f}")
+            summary[f"{model} / {truth}"] = "; ".join(parts) or "nothing this model can score"
+    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.out}"
+    protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
+    return {"models": plan, "protocols": [p for p in (ALL, FOLDS) if p in protocols], "rejected": count_reasons(quarantine), "summary": summary}
