@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from crisscross.evaluation import ALL, FOLDS, RATING_KINDS, TASK_KINDS, Results
+from crisscross.plots import DPI, png_bytes
 
 RETRIEVAL_COLUMNS = ("R@1", "R@5", "R@10", "median_rank", "mean_rank", "mAP@R", "R-Precision", "queries", "queries_without_positive", "missing_positives")
 PROTOCOL_TITLES = {ALL: "whole gallery (COCO 5K on the Karpathy test split)", FOLDS: "mean over image folds (COCO 1K: five folds)"}
@@ -76,19 +75,11 @@ def markdown(results: Results, agreement: Sequence[Mapping[str, Any]], positives
     return "\n".join(lines) + "\n"
 
 
-def figure(panels: int, title: str) -> tuple[Figure, list[Axes]]:
-    fig = Figure(figsize=(4.2 * panels, 3.6), layout="constrained")
-    FigureCanvasAgg(fig)
+def _figure(panels: int, title: str) -> tuple[Figure, list[Axes]]:
+    fig = Figure(figsize=(4.2 * panels, 3.6), dpi=DPI, layout="constrained")
     axes = list(fig.subplots(1, panels, squeeze=False)[0])
     fig.suptitle(title)
     return fig, axes
-
-
-def png_bytes(fig: Figure) -> bytes:
-    """PNG without the software/date metadata, so the same figure is the same bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    return buffer.getvalue()
 
 
 def recall_at_k_png(results: Results) -> bytes:
@@ -100,7 +91,7 @@ def recall_at_k_png(results: Results) -> bytes:
         for direction, curve in results[model][truth].get(ALL, {}).get("recall_curve", {}).items()
     ]
     directions = [d for d in TASK_KINDS if any(c[0] == d for c in curves)]
-    fig, axes = figure(max(len(directions), 1), "Recall@K (whole gallery)")
+    fig, axes = _figure(max(len(directions), 1), "Recall@K (whole gallery)")
     for ax, direction in zip(axes, directions, strict=False):
         for _, label, curve in (c for c in curves if c[0] == direction):
             ax.plot(range(1, len(curve) + 1), [100 * v for v in curve], label=label)

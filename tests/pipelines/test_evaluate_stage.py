@@ -1,0 +1,119 @@
+"""``crisscross evaluate`` on the real Karpathy test split (CxC, COCO, ECCV ground truths) and on
+the demo (score-matrix models, guards, determinism, outputs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crisscross.embeddings import EmbeddingSet
+from crisscross.evaluation import ALL, FOLDS
+from pipelines import embed, evaluate, ingest
+from pipelines.cli import main as cli
+
+
+def run(tmp: Path, embeddings: Path, items: Path, truths: list[str], models: dict, name: str, *extra: str) -> dict:
+    params = tmp / f"{name}.json"
+    params.write_text(json.dumps({"base": {"seed": 5}, "evaluate": {"models": models, "bootstrap_samples": 200}}))
+    out = tmp / name
+    argv = ["--in", str(embeddings), "--items", str(items), "--out", str(out), "--params", str(params), *extra]
+    for truth in truths:
+        argv += ["--truth", truth]
+    evaluate.main(argv)
+    return json.loads((out / "metrics.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def karpathy_metrics(karpathy_test: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    models = {"use-m3": {"text": "use-m3"}, "bow-glove50": {"text": "bow-glove50"}}
+    truths = ["coco", f"cxc:{shared_data / 'cxc'}", "eccv"]
+    return run(tmp_path_factory.mktemp("eval"), karpathy_test / "embeddings", karpathy_test / "items", truths, models, "karpathy")
+
+
+def test_text_encoders_on_cxc_land_near_the_paper(karpathy_metrics: dict) -> None:
+    """CxC Table 3 / Table 5 baselines (BoW, USE-large); ours are 50-d GloVe and USE-m3, so the
+    ranges are wide on purpose: they catch a broken protocol, not a weaker encoder."""
+    results = karpathy_metrics["results"]
+    use, glove = results["use-m3"]["cxc-test"][ALL], results["bow-glove50"]["cxc-test"][ALL]
+    assert use["queries"]["t2t"] == 25_000 and use["queries_without_positive"]["t2t"] == 0
+    assert 0.25 < use["R@1"]["t2t"] < 0.33 and 4 <= use["median_rank"]["t2t"] <= 8  # paper 31.2, 5
+    assert 0.65 < use["spearman"]["sts"] < 0.74  # paper 71.4
+    assert 0.40 < glove["spearman"]["sts"] < 0.58  # paper 55.1
+    assert glove["R@1"]["t2t"] < use["R@1"]["t2t"]
+    assert use["pairs"]["sts"] == 44_045 and use["pairs_outside_gallery"]["sts"] == 0
+    # CxC adds positives to COCO's co-captions, so recall can only grow
+    coco = results["use-m3"]["coco"][ALL]
+    assert use["R@1"]["t2t"] >= coco["R@1"]["t2t"] and use["R@10"]["t2t"] >= coco["R@10"]["t2t"]
+    # the 1K protocol (five folds of 1,000 images) is easier than 5K
+    assert results["use-m3"]["cxc-test"][FOLDS]["R@1"]["t2t"] > use["R@1"]["t2t"]
+    # text-only models have nothing to score against ECCV (image-caption only)
+    assert "eccv" not in results["use-m3"]
+
+
+def test_positive_sets_against_eccv_match_its_table_2_pattern(karpathy_metrics: dict) -> None:
+    """ECCV Caption Table 2: COCO and CxC positives are precise (all verified-or-original) but
+    miss most ECCV positives."""
+    rows = {(r["benchmark"], r["direction"]): r for r in karpathy_metrics["positives_agreement"]}
+    for benchmark in ("coco", "cxc-test"):
+        for direction in ("i2t", "t2i"):
+            row = rows[(benchmark, direction)]
+            assert row["precision"] > 0.9 and row["recall"] < 0.5
+
+
+@pytest.fixture(scope="module")
+def demo_build(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("demo-eval")
+    (root / "params.json").write_text(json.dumps({"embed": {"text_encoders": ["bow-glove50"], "image_encoders": []}}))
+    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--out", str(root / "items")])
+    embed.main(["--in", str(root / "items"), "--out", str(root / "embeddings"), "--params", str(root / "params.json")])
+    captions = EmbeddingSet.read(root / "embeddings" / "text" / "bow-glove50" / "captions")
+    images = EmbeddingSet.read(root / "embeddings" / "text" / "bow-glove50" / "cocaption_mean")
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    scores = unit(np.asarray(images.vectors)) @ unit(np.asarray(captions.vectors)).T
+    np.savez(root / "proxy.npz", scores=scores, image_ids=np.array(images.ids), caption_ids=np.array(captions.ids))
+    np.savez(root / "transposed.npz", scores=scores.T, image_ids=np.array(images.ids), caption_ids=np.array(captions.ids))
+    return root
+
+
+def test_score_matrix_model_on_eccv_and_outputs(demo_build: Path, tmp_path: Path) -> None:
+    models = {"proxy": {"source": "score-matrix", "path": str(demo_build / "proxy.npz")}, "glove": {"text": "bow-glove50"}}
+    metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco", "eccv"], models, "a")
+    eccv = metrics["results"]["proxy"]["eccv"][ALL]
+    assert set(eccv["mAP@R"]) == {"i2t", "t2i"}
+    # ECCV queries among the 97 demo images; positives outside the gallery are counted
+    assert 0 < eccv["queries"]["i2t"] < 97 and eccv["missing_positives"]["i2t"] > 0
+    assert 0 < eccv["mAP@R"]["i2t"] < 1 and 0 < eccv["mAP@R"]["t2i"] < 1
+    coco = metrics["results"]["proxy"]["coco"][ALL]
+    assert coco["queries"]["i2t"] == 97 and coco["queries"]["t2i"] == 485
+    assert set(metrics["results"]["glove"]["coco"][ALL]["R@1"]) == {"t2t"}
+    out = tmp_path / "a"
+    assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (out / "report.md").read_text()
+    assert "### I2T, whole gallery" in report and "| proxy |" in report
+    # byte-identical on a rerun
+    again = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco", "eccv"], models, "b")
+    assert again == metrics
+    for name in ("metrics.json", "report.md", "recall_at_k.png"):  # report.json names the out dir
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_guards_reach_the_user_as_one_line_errors(demo_build: Path, tmp_path: Path, capsys) -> None:
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"evaluate": {"models": {"bad": {"source": "score-matrix", "path": str(demo_build / "transposed.npz")}}}}))
+    base = ["evaluate", "--in", str(demo_build / "embeddings"), "--items", str(demo_build / "items"), "--truth", "coco", "--params", str(params)]
+    with pytest.raises(ValueError, match="looks transposed"):
+        cli([*base, "--out", str(tmp_path / "t")])
+    params.write_text(json.dumps({"evaluate": {"models": {"use": {"text": "use-m3"}}}}))
+    assert cli([*base, "--out", str(tmp_path / "u")]) == 1
+    assert "no embedding set" in capsys.readouterr().err
+    # a model missing one caption of the gallery is refused, not scored on a smaller gallery
+    captions = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "captions")
+    partial = tmp_path / "partial.npz"
+    images = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "cocaption_mean").ids
+    np.savez(partial, scores=np.zeros((len(images), len(captions.ids) - 1)), image_ids=np.array(images), caption_ids=np.array(captions.ids[1:]))
+    params.write_text(json.dumps({"evaluate": {"models": {"partial": {"source": "score-matrix", "path": str(partial)}}}}))
+    assert cli([*base, "--out", str(tmp_path / "p")]) == 1
+    assert "has no cap vector for 1 of the 485 gallery items" in capsys.readouterr().err
