@@ -40,6 +40,10 @@ Rules chosen (and why):
     "positives", which are rows, not pairs) implies.  Means are rounded to 6 decimals before the
     threshold so float error cannot flip a pair.
 
+``release:<folder>`` (a crisscross aggregate output, ``rated.parquet``)
+    The same rules as ``cxc`` on our own rated pairs: the aggregate stage's positives, merged
+    with the original pairs and co-captions when ``captions`` are given.
+
 ``eccv`` (ECCV Caption, from the ``eccv-caption`` package data, Karpathy test split)
     i2t / t2i as published: 1,261 image queries and 1,332 caption queries.  They are *not*
     merged with original pairs: ECCV Caption removed 18 meaningless and 14 wrong captions (its
@@ -60,6 +64,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from crisscross.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError
 from crisscross.metrics import Positives
@@ -321,7 +326,7 @@ def _read_rated(
 
 # Each CxC release file: its id columns, their kinds, the positive threshold (CxC §3), and
 # whether the pair is symmetric (caption–caption, image–image).
-_CXC_FILES = {
+CXC_FILES = {
     "sts": (("caption1", "caption2"), (CAPTION_KIND, CAPTION_KIND), STS_THRESHOLD, True),
     "sis": (("image1", "image2"), (IMAGE_KIND, IMAGE_KIND), SIS_THRESHOLD, True),
     "sits": (("caption", "image"), (CAPTION_KIND, IMAGE_KIND), SITS_THRESHOLD, False),
@@ -346,7 +351,7 @@ def load_cxc(
     root = Path(folder)
     rejected: list[Rejected] = []
     rated: dict[str, _Rated] = {}
-    for name, (columns, kinds, threshold, symmetric) in _CXC_FILES.items():
+    for name, (columns, kinds, threshold, symmetric) in CXC_FILES.items():
         rated[name], bad = _read_rated(root / f"{name}_{split}.csv", columns, kinds, threshold, symmetric, duplicate_rule)
         rejected += bad
     sts, sis, sits = rated["sts"], rated["sis"], rated["sits"]
@@ -469,7 +474,41 @@ def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None) -> tu
     return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root))
 
 
+# --------------------------------------------------------------------------- our own release
+
+
+def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTruth, Report]:
+    """A crisscross aggregate output (``rated.parquet``, canonical ids) under the CxC rules:
+    positives as the aggregate stage decided them (its per-type thresholds), t2t / i2t / t2i
+    merged with the original pairs and co-captions of ``captions`` when given, i2i = SIS
+    positives; ratings are the items' ``agg_score`` in item order (the query is ``id_a``)."""
+    path = Path(folder) / "rated.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}: run the aggregate stage first")
+    rows = pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()
+    of = {kind: [r for r in rows if r["task_type"] == kind] for kind in ("STS", "SIS", "SITS")}
+    original: frozenset[Pair] = frozenset()
+    rejected: list[Rejected] = []
+    if captions is not None:
+        links, rejected, _ = _coco_links(captions, "captions")
+        original = frozenset(links.items())
+    t2i = {(r["id_a"], r["id_b"]) for r in of["SITS"] if r["positive"]} | original
+    truth = GroundTruth(
+        name="release",
+        i2t=frozenset((img, cap) for cap, img in t2i),
+        t2i=frozenset(t2i),
+        t2t=_symmetric((r["id_a"], r["id_b"]) for r in of["STS"] if r["positive"]) | _cocaptions(original),
+        i2i=_symmetric((r["id_a"], r["id_b"]) for r in of["SIS"] if r["positive"]),
+        sts=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["STS"]),
+        sis=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["SIS"]),
+        sits=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["SITS"]),
+        notes={"source": str(path), **({"simulated": "rated by SIMULATED raters, not people"} if any(r["simulated"] for r in rows) else {})},
+    )
+    return truth, _report(truth, rejected, rated_items={k: len(v) for k, v in of.items()})
+
+
 GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")
 GROUND_TRUTHS.register("coco")(load_coco)
 GROUND_TRUTHS.register("cxc", takes_argument=True)(load_cxc)
 GROUND_TRUTHS.register("eccv")(load_eccv)
+GROUND_TRUTHS.register("release", takes_argument=True)(load_release)

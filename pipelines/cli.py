@@ -27,6 +27,9 @@ _stage("ingest", "pipelines.ingest", "source dataset → canonical images/captio
 _stage("embed", "pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
 _stage("similarity", "pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
 _stage("sample", "pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
+_stage("tasks", "pipelines.tasks", "candidates → annotation tasks in batches with gold items, exported per tool")
+_stage("annotate", "pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters")
+_stage("aggregate", "pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
 _stage("evaluate", "pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
 
 

@@ -166,7 +166,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
     inputs = EvaluationInputs(stage.inputs, items, dict(params["models"]), settings, labels, bison)
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
-    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings)
+    truth_notes = {f"{name} {key}": value for name, truth in sorted(truths.items()) for key, value in sorted(truth.notes.items())}
+    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes)
     write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out)
 
     def finish(result: Any) -> dict[str, Any]:
@@ -183,12 +184,12 @@ def nest(results: list[tuple[str, str, dict[str, Any]]]) -> dict[str, dict[str, 
     return nested
 
 
-def write_outputs(results: list[tuple[str, str, dict[str, Any]]], out: str, positives: list[dict[str, Any]], settings: Settings) -> None:
+def write_outputs(results: list[tuple[str, str, dict[str, Any]]], out: str, positives: list[dict[str, Any]], settings: Settings, truth_notes: dict[str, str]) -> None:
     nested = nest(results)
     agreement = model_ranking_agreement(nested)
     document = {"results": nested, "model_ranking_agreement": agreement, "positives_agreement": positives}
     io.write_bytes(io.join(out, "metrics.json"), (json.dumps(document, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
-    notes = {"folds": f"{settings.folds} image folds in source order", "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}"}
+    notes = {"folds": f"{settings.folds} image folds in source order", "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}", **truth_notes}
     io.write_bytes(io.join(out, "report.md"), markdown(nested, agreement, positives, notes).encode())
     io.write_bytes(io.join(out, "recall_at_k.png"), recall_at_k_png(nested))
 

@@ -1,0 +1,148 @@
+"""``crisscross aggregate``: judgments → rated pairs, rater report, agreement and plots.
+
+Outputs ``rated.parquet`` (canonical ids, one row per item: agg_score or agg_label, n, mean, std,
+positive, simulated), CxC-shaped ``sts.csv`` / ``sis.csv`` / ``sits.csv`` (published ids,
+``agg_score``, ``sampling_method``) and ``verify.csv``, ``judgments_kept.parquet``,
+``raters.csv``, ``score_distribution.png``, ``item_std.png``, ``quarantine.parquet`` (judgments of
+excluded raters, with the rules they failed) and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io as text_io
+import json
+from typing import Any
+
+import apache_beam as beam
+import pandas as pd
+import pyarrow as pa
+
+from crisscross import io
+from crisscross.annotation import RATING_TYPES, VERIFY
+from crisscross.beam.common import route
+from crisscross.groundtruth import CXC_FILES
+from crisscross.ids import CAPTION_KIND, scheme_of
+from crisscross.plots import item_std_png, score_distribution_png
+from crisscross.quarantine import Rejected, count_reasons, reject
+from crisscross.rounds import RoundResult, RoundSettings, aggregate_round
+from pipelines.stage import (
+    StageArgs,
+    parse_args,
+    read_quarantine,
+    run_stage,
+    write_quarantine,
+)
+
+STAGE = "aggregate"
+DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
+DEFAULTS: dict[str, Any] = {
+    "rating_aggregator": "mean",
+    "answer_aggregator": "majority-vote",
+    "thresholds": {"STS": 3.0, "SIS": 2.5, "SITS": 3.0},
+    "rules": {},
+}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", required=True, help="the tasks stage output (gold items, sampling methods)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args(STAGE, DESCRIPTION, argv, DEFAULTS, add_flags)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def run_round(paths: tuple[str, str], settings: RoundSettings) -> list[Any]:
+    """The round's result, then one Rejected per judgment of an excluded rater."""
+    judgments_path, tasks_path = paths
+    judgments = io.read_parquet(judgments_path).to_pandas()
+    result = aggregate_round(judgments, io.read_parquet(tasks_path).to_pandas(), settings)
+    dropped = [
+        reject("judgment", row["item_id"], row["reason"], row["detail"], judgments_path, {k: row[k] for k in judgments.columns})
+        for row in result.excluded.to_dict("records")
+    ]
+    return [result, *dropped]
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    params = stage.params
+    settings = RoundSettings(params["rating_aggregator"], params["answer_aggregator"], dict(params["thresholds"]), dict(params["rules"]))
+    paths = (io.join(stage.inputs, "judgments.parquet"), io.join(stage.flags.tasks, "tasks.parquet"))
+    for path in paths:
+        if not io.exists(path):
+            raise FileNotFoundError(f"no {path}: run the {'annotate' if 'judgments' in path else 'tasks'} stage first")
+    result, rejected = route("Round", pipeline | "Inputs" >> beam.Create([paths]), STAGE, run_round, many=True, args=(settings,))
+    result | "Write" >> beam.Map(write, out)
+    write_quarantine(rejected, out)
+
+    def finish(beam_result: Any) -> dict[str, Any]:
+        return report(out, stage)
+
+    return finish
+
+
+def cxc_csv(rated: pd.DataFrame, kind: str) -> bytes:
+    """One rating type in the CxC release shape, with the ids in their published forms."""
+    columns = CXC_FILES[kind.lower()][0]
+    kinds = CXC_FILES[kind.lower()][1]
+    buffer = text_io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*columns, "agg_score", "sampling_method"])
+    for row in rated[rated["task_type"] == kind].itertuples():
+        ids = [_published(row.id_a, kinds[0]), _published(row.id_b, kinds[1])]
+        writer.writerow([*ids, f"{row.agg_score:.6g}", row.sampling_method])
+    return buffer.getvalue().encode()
+
+
+def _published(canonical: str, kind: str) -> str:
+    scheme = scheme_of(canonical)
+    return scheme.published_caption(canonical) if kind == CAPTION_KIND else scheme.published_image(canonical)
+
+
+def write(result: RoundResult, out: str) -> None:
+    rated = result.rated
+    simulated = bool(rated["simulated"].any())
+    io.write_parquet(io.join(out, "rated.parquet"), _arrow(rated))
+    io.write_parquet(io.join(out, "judgments_kept.parquet"), _arrow(result.kept))
+    io.write_bytes(io.join(out, "raters.csv"), result.raters.to_csv(index=False, lineterminator="\n").encode())
+    for kind in sorted(set(rated["task_type"])):
+        if kind in RATING_TYPES:
+            io.write_bytes(io.join(out, f"{kind.lower()}.csv"), cxc_csv(rated, kind))
+    verify = rated[rated["task_type"] == VERIFY]
+    if not verify.empty:
+        table = verify.rename(columns={"id_a": "image", "id_b": "caption"})[["image", "caption", "agg_label", "n", "sampling_method"]]
+        io.write_bytes(io.join(out, "verify.csv"), table.to_csv(index=False, lineterminator="\n").encode())
+    ratings = rated[rated["task_type"].isin(RATING_TYPES)]
+    io.write_bytes(io.join(out, "score_distribution.png"), score_distribution_png(ratings, simulated=simulated))
+    io.write_bytes(io.join(out, "item_std.png"), item_std_png(ratings, simulated=simulated))
+    io.write_json(io.join(out, "facts.json"), result.facts)
+
+
+def _arrow(frame: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+def report(out: str, stage: StageArgs) -> dict[str, Any]:
+    facts = json.loads(io.read_bytes(io.join(out, "facts.json")))
+    rated = io.read_parquet(io.join(out, "rated.parquet")).to_pandas()
+    raters = pd.read_csv(io.join(out, "raters.csv"))
+    quarantine: list[Rejected] = read_quarantine(out)
+    simulated = bool(rated["simulated"].any())
+    summary = {}
+    for kind, f in facts.items():
+        alpha = "n/a" if f["alpha"] is None else f"{f['alpha']:.3f}"
+        line = f"{f['items']:,} items from {f['judgments']:,} judgments by {f['workers']} workers → {f['positives']:,} positive; alpha ({f['alpha_level']}) {alpha}"
+        if f["pooled_items"]:
+            line += f"; {f['pooled_items']} pooled items (pair judged in both orders or batches)"
+            if f.get("pooled_items_straddling_threshold"):
+                line += f", {f['pooled_items_straddling_threshold']} straddling the threshold"
+        summary[kind] = line
+    excluded = raters[raters["excluded"]]
+    summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
+    summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {io.join(stage.out, 'quarantine.parquet')}"
+    if simulated:
+        summary["simulated"] = "these ratings come from SIMULATED raters, not people"
+    summary["outputs"] = f"rated.parquet, {{sts,sis,sits,verify}}.csv, raters.csv, score_distribution.png, item_std.png in {stage.out}"
+    return {"task_types": facts, "excluded_raters": len(excluded), "simulated": simulated, "rejected": count_reasons(quarantine), "summary": summary}
