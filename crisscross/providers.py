@@ -52,7 +52,7 @@ from crisscross.annotation import (
     ordered_pair,
 )
 from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir
-from crisscross.groundtruth import _CXC_FILES
+from crisscross.groundtruth import CXC_FILES
 from crisscross.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError
 from crisscross.quarantine import Rejected, count_reasons, reject
 from crisscross.registry import Registry
@@ -196,7 +196,7 @@ class Replay:
 CXC_WORKER = "cxc-release"
 CXC_SPLITS = ("test", "val")
 # CxC §3 positive thresholds (STS, SITS ≥ 3; SIS ≥ 2.5), from the ground-truth loader's table.
-POSITIVE_THRESHOLDS = {task: _CXC_FILES[task.lower()][2] for task in RATING_TYPES}
+POSITIVE_THRESHOLDS = {task: CXC_FILES[task.lower()][2] for task in RATING_TYPES}
 _COCO = CocoIdScheme()
 
 
@@ -255,7 +255,7 @@ def load_cxc_release(folder: str | Path, split: str) -> CxcRelease:
 
 def _read_release_file(path: Path, task: str) -> tuple[pd.DataFrame, pd.DataFrame, list[Rejected]]:
     """One release CSV → (items, judgments, rejects); the columns are those the ground truth reads."""
-    id_columns = _CXC_FILES[task.lower()][0]
+    id_columns = CXC_FILES[task.lower()][0]
     kinds = TASK_TYPE_INFO[task].kinds
     needed = [*id_columns, "agg_score", "sampling_method"]
     batch = f"{CXC_WORKER}:{path.stem}"

@@ -133,7 +133,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     summary = {}
     for kind, f in facts.items():
         alpha = "n/a" if f["alpha"] is None else f"{f['alpha']:.3f}"
-        line = f"{f['items']:,} items from {f['judgments']:,} judgments by {f['workers']} workers → {f['positives']:,} positive; alpha ({f['alpha_level']}) {alpha}"
+        line = f"{f['items']:,} items from {f['judgments']:,} judgments by {f['workers']} worker{'s' * (f['workers'] != 1)} → {f['positives']:,} positive; alpha ({f['alpha_level']}) {alpha}"
         if f["pooled_items"]:
             line += f"; {f['pooled_items']} pooled items (pair judged in both orders or batches)"
             if f.get("pooled_items_straddling_threshold"):

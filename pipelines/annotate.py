@@ -172,7 +172,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     counts = judgment_summary(judgments, quarantine)
     simulated = any(judgments.column("simulated").to_pylist())
     lines = {
-        kind: f"{c['judgments']:,} judgments of {c['items']:,} items by {c['workers']} workers"
+        kind: f"{c['judgments']:,} judgments of {c['items']:,} items by {c['workers']} worker{'s' * (c['workers'] != 1)}"
         for kind, c in counts["by_task_type"].items()
     }
     lines["source"] = stage.params["source"] + (" (SIMULATED raters: not people)" if simulated else "")

@@ -1,0 +1,153 @@
+"""tasks → annotate → aggregate: the simulated demo round, people's files with bad rows, and the
+real-data check (the six CxC release files replayed through import and aggregation)."""
+
+from __future__ import annotations
+
+import csv
+import io as text_io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from crisscross import io
+from crisscross.providers import Panel, SimulateParams, load_cxc_release
+from crisscross.quarantine import RejectionError
+from pipelines import aggregate, annotate, embed, ingest, sample, similarity, tasks
+
+SEED = 20260701
+
+
+@pytest.fixture(scope="module")
+def demo_round(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("round")
+    params = root / "params.json"
+    params.write_text(json.dumps({"base": {"seed": SEED}}))
+    p = ["--params", str(params)]
+    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(root / "items")])
+    embed.main(["--in", str(root / "items"), "--out", str(root / "embeddings"), *p])
+    similarity.main(["--in", str(root / "embeddings"), "--out", str(root / "similarity"), *p])
+    sample.main(["--in", str(root / "similarity"), "--items", str(root / "items"), "--out", str(root / "candidates"), *p])
+    tasks.main(["--in", str(root / "candidates"), "--items", str(root / "items"), "--embeddings", str(root / "embeddings"), "--out", str(root / "tasks"), *p])
+    annotate.main(["--in", str(root / "tasks"), "--embeddings", str(root / "embeddings"), "--out", str(root / "judgments"), *p])
+    aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
+    return root
+
+
+def test_tasks_cover_every_candidate_in_batches_with_gold(demo_round: Path) -> None:
+    candidates = pq.read_table(demo_round / "candidates" / "candidates.parquet").to_pandas()
+    table = pq.read_table(demo_round / "tasks" / "tasks.parquet").to_pandas()
+    regular = table[table.gold == ""]
+    assert len(regular) == len(candidates)  # one item per candidate pair
+    want = {"STS": candidates.method.str.startswith("c2c").sum(), "SIS": (candidates.method == "i2i_csim").sum()}
+    assert regular.task_type.value_counts().to_dict() == want
+    per_batch = table.groupby("batch_id").gold.agg(lambda g: sorted(g))
+    assert all(g.count("positive") == 1 and g.count("negative") == 1 for g in per_batch)
+    assert table.groupby("batch_id").size().between(17, 18).all()  # sizes differ by at most one
+    # what raters see carries no gold flag; the key sits outside the export folders
+    exported = (demo_round / "tasks" / "export" / "jsonl" / "batches.jsonl").read_text()
+    assert '"gold"' not in exported and "answer_key" not in {p.name for p in (demo_round / "tasks" / "export").rglob("*")}
+    key = pd.read_csv(demo_round / "tasks" / "answer_key.csv")
+    assert len(key) == 2 * len(per_batch)
+    report = json.loads((demo_round / "tasks" / "report.json").read_text())
+    assert report["judgments_needed"] == 5 * len(table)
+
+
+def test_simulated_round_excludes_exactly_the_careless_raters(demo_round: Path) -> None:
+    judgments = pq.read_table(demo_round / "judgments" / "judgments.parquet").to_pandas()
+    assert judgments.simulated.all() and (judgments.source == "simulate").all()
+    tasks_table = pq.read_table(demo_round / "tasks" / "tasks.parquet").to_pandas()
+    assert len(judgments) == 5 * len(tasks_table)
+    panel = Panel.draw(SimulateParams.from_mapping({"raters_per_batch": 5, "panel_size": 40, "careless_share": 0.1}), SEED)
+    careless = {w for w, c in zip(panel.workers, panel.careless, strict=True) if c}
+    raters = pd.read_csv(demo_round / "rated" / "raters.csv")
+    assert set(raters[raters.excluded].worker) == careless and len(careless) == 4
+    quarantine = pq.read_table(demo_round / "rated" / "quarantine.parquet").to_pandas()
+    assert (quarantine.reason == "excluded-rater").all()
+    assert len(quarantine) == judgments.worker.isin(careless).sum()  # every dropped judgment is kept
+    rated = pq.read_table(demo_round / "rated" / "rated.parquet").to_pandas()
+    regular = tasks_table[tasks_table.gold == ""]
+    assert set(rated.item_id) == set(regular.item_id)  # gold items are not part of the dataset
+    assert rated.simulated.all()
+    kept = pq.read_table(demo_round / "rated" / "judgments_kept.parquet").to_pandas()
+    means = kept.groupby("item_id").score.mean().round(6)
+    assert np.allclose(rated.set_index("item_id").agg_score.loc[means.index], means)
+    assert (rated.positive == (rated.agg_score >= rated.task_type.map({"STS": 3.0, "SIS": 2.5}))).all()
+    report = json.loads((demo_round / "rated" / "report.json").read_text())
+    assert report["simulated"] and 0.6 < report["task_types"]["STS"]["alpha"] < 1
+    sts = list(csv.reader(text_io.StringIO((demo_round / "rated" / "sts.csv").read_text())))
+    assert sts[0] == ["caption1", "caption2", "agg_score", "sampling_method"]
+    assert sts[1][0].startswith("COCO_val2014:sentid:") and len(sts) == 1 + (rated.task_type == "STS").sum()
+    for png in ("score_distribution.png", "item_std.png"):
+        assert (demo_round / "rated" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_people_files_with_bad_rows_are_quarantined_and_strict_fails(demo_round: Path, tmp_path: Path) -> None:
+    """The crowd-platform round trip: the exported STS batch CSV, answered, read back."""
+    table = pq.read_table(demo_round / "tasks" / "tasks.parquet").to_pandas()
+    sts = table[table.task_type == "STS"].sort_values(["batch_id", "position"])
+    batches = sorted(sts.batch_id.unique())[:3]
+    rows = []
+    for n, batch in enumerate(batches):
+        items = sts[sts.batch_id == batch]
+        for worker in ("W1", "W2"):
+            answer = {"WorkerId": worker, "WorkTimeInSeconds": "180", "SubmitTime": "2026-11-20T10:00:00Z", "Input.batch_id": batch}
+            for position in items.position:
+                answer[f"Answer.item_{position}_score"] = "2.5"
+            rows.append(answer)
+        if n == 0:
+            rows[-1][f"Answer.item_{items.position.iloc[0]}_score"] = "7"  # out of range
+            rows[-2][f"Answer.item_{items.position.iloc[1]}_score"] = "lots"  # not a number
+    rows.append(dict(rows[0]))  # W1 submits batch 0 twice: its "lots" is rejected again, the rest are duplicates
+    files = tmp_path / "results"
+    files.mkdir()
+    header = sorted({k for r in rows for k in r})
+    with (files / "batch_results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, header)
+        writer.writeheader()
+        writer.writerows(rows)
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"annotate": {"source": "import", "format": "crowd-csv"}}))
+    argv = ["--in", str(demo_round / "tasks"), "--judgments", str(files), "--params", str(params)]
+    report = annotate.main([*argv, "--out", str(tmp_path / "judgments")])
+    assert report["rejected"] == {"bad-score": 2, "duplicate-judgment": len(sts[sts.batch_id == batches[0]]) - 1, "score-out-of-range": 1}
+    judgments = pq.read_table(tmp_path / "judgments" / "judgments.parquet").to_pandas()
+    assert len(judgments) == 2 * len(sts[sts.batch_id.isin(batches)]) - 2
+    assert set(judgments.source) == {"people"} and not judgments.simulated.any()
+    unjudged = pq.read_table(tmp_path / "judgments" / "unjudged.parquet").to_pandas()
+    assert len(unjudged) == len(table) - len(sts[sts.batch_id.isin(batches)])
+    with pytest.raises(RejectionError, match="--strict"):
+        annotate.main([*argv, "--out", str(tmp_path / "judgments"), "--strict"])
+    assert (tmp_path / "judgments" / "judgments.parquet").exists()  # the previous output stays
+
+
+@pytest.mark.parametrize(
+    ("split", "rows", "positive_rows", "sis_items", "both_orders"),
+    [("test", {"STS": 44_045, "SIS": 46_719, "SITS": 44_833}, {"STS": 16_184, "SIS": 21_816, "SITS": 35_585}, 43_856, 2_863), ("val", {"STS": 44_009, "SIS": 42_767, "SITS": 44_722}, None, 40_514, 2_253)],
+)
+def test_cxc_release_replayed_through_import_and_aggregation(shared_data: Path, tmp_path: Path, split, rows, positive_rows, sis_items, both_orders) -> None:
+    release = load_cxc_release(shared_data / "cxc", split)
+    assert release.rejected == []
+    io.write_parquet(str(tmp_path / "tasks" / "tasks.parquet"), release.items)
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"annotate": {"source": "replay", "replay_split": split}}))
+    p = ["--params", str(params)]
+    collected = annotate.main(["--in", str(tmp_path / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(tmp_path / "judgments"), *p])
+    assert {k: v["judgments"] for k, v in collected["by_task_type"].items()} == rows
+    assert collected["unjudged"] == 0 and collected["rejected_total"] == 0
+    rated = aggregate.main(["--in", str(tmp_path / "judgments"), "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "rated"), *p])
+    facts = rated["task_types"]
+    assert {k: v["judgments"] for k, v in facts.items()} == rows
+    if positive_rows:
+        assert {k: v["judgments_at_or_above_threshold"] for k, v in facts.items()} == positive_rows
+        assert facts["SIS"]["positives"] == 19_990 and facts["SIS"]["pooled_items_straddling_threshold"] == 512
+    assert facts["SIS"]["items"] == sis_items and facts["SIS"]["pooled_items"] == both_orders
+    assert rated["excluded_raters"] == 0
+    # the CxC-shaped output holds one row per pair, with the published ids and scores
+    published = pd.read_csv(shared_data / "cxc" / f"sts_{split}.csv")
+    ours = pd.read_csv(tmp_path / "rated" / "sts.csv")
+    key = lambda f: set(zip(f[["caption1", "caption2"]].min(axis=1), f[["caption1", "caption2"]].max(axis=1), f.agg_score.round(4), f.sampling_method, strict=True))  # noqa: E731
+    assert key(ours) == key(published)
