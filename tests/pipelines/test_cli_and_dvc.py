@@ -15,13 +15,14 @@ from crisscross.embeddings import EmbeddingSet
 from pipelines.cli import main
 
 PROJECT = Path(__file__).resolve().parents[2]
+STAGES = ("ingest", "embed", "similarity", "sample", "tasks", "annotate", "aggregate", "evaluate")
 
 
 def test_help_lists_every_stage(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "crisscross <stage> --in PATH --out DIR" in out
-    for stage in ("ingest", "embed", "similarity", "sample"):
+    for stage in STAGES:
         assert f"  {stage} " in out
 
 
@@ -52,6 +53,9 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
     means = EmbeddingSet.read(clone / "build" / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     assert means.vectors.shape == (97, 512)
     stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
-    assert set(stages) == {"ingest", "embed", "similarity", "sample"}
+    assert set(stages) == set(STAGES)
+    # the default build ends in a simulated round and its evaluation, and says so
+    assert "SIMULATED" in run.stdout and "evaluate: done" in run.stdout
+    assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
     again = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
     assert "didn't change, skipping" in again.stdout
