@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from crisscross.groundtruth import GROUND_TRUTHS, GroundTruth, load_cxc
@@ -60,7 +61,7 @@ def test_positives_maps_ids_to_indices_and_counts_missing() -> None:
 
 
 def test_registry_names_and_errors(tmp_path: Path) -> None:
-    assert GROUND_TRUTHS.names() == ["coco", "cxc", "eccv"]
+    assert GROUND_TRUTHS.names() == ["coco", "cxc", "eccv", "release"]
     with pytest.raises(UnknownNameError):
         GROUND_TRUTHS.create("nope")
     with pytest.raises(ValueError, match="split"):
@@ -183,3 +184,26 @@ def test_eccv_positives(test5k: pd.DataFrame) -> None:
         and int(positives.counts.sum()) == 11_279
     )
     assert np.all(positives.counts >= 1)
+
+
+def test_release_uses_the_aggregate_positives_and_merges_originals(tmp_path: Path) -> None:
+    rated = pa.table(
+        {
+            "task_type": ["STS", "STS", "SIS", "SITS"],
+            "id_a": ["coco:cap:1", "coco:cap:1", "coco:img:1", "coco:cap:3"],
+            "id_b": ["coco:cap:3", "coco:cap:4", "coco:img:2", "coco:img:1"],
+            "agg_score": [4.2, 1.0, 3.0, 3.5],
+            "positive": [True, False, True, True],
+            "simulated": [True, True, True, True],
+        }
+    )
+    pq.write_table(rated, tmp_path / "rated.parquet")
+    captions = pa.table({"caption_id": ["coco:cap:1", "coco:cap:2", "coco:cap:3"], "image_id": ["coco:img:1", "coco:img:1", "coco:img:2"]})
+    truth, report = GROUND_TRUTHS.create(f"release:{tmp_path}", captions=captions)
+    assert truth.t2t == {("coco:cap:1", "coco:cap:3"), ("coco:cap:3", "coco:cap:1"), ("coco:cap:1", "coco:cap:2"), ("coco:cap:2", "coco:cap:1")}
+    assert truth.i2i == {("coco:img:1", "coco:img:2"), ("coco:img:2", "coco:img:1")}
+    assert truth.t2i == {("coco:cap:3", "coco:img:1"), ("coco:cap:1", "coco:img:1"), ("coco:cap:2", "coco:img:1"), ("coco:cap:3", "coco:img:2")}
+    assert truth.sts == (("coco:cap:1", "coco:cap:3", 4.2), ("coco:cap:1", "coco:cap:4", 1.0))
+    assert "SIMULATED" in truth.notes["simulated"] and report["rated_items"] == {"STS": 2, "SIS": 1, "SITS": 1}
+    with pytest.raises(FileNotFoundError, match="run the aggregate stage"):
+        GROUND_TRUTHS.create(f"release:{tmp_path / 'none'}")
