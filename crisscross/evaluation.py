@@ -366,19 +366,19 @@ def evaluate_pmrp(model: Model, gallery: Gallery, task: str, labels: Mapping[str
     query_labels, item_labels = of(query_kind, query_ids), of(item_kind, item_ids)
     block = model.block_scores(query_kind, query_ids, item_kind, item_ids)
     step = max(1, BLOCK_ELEMENTS // max(len(item_ids), 1))
-    out = {}
-    for zeta in zetas:
-        total = counted = 0.0
-        for lo in range(0, len(query_ids), step):
-            hi = min(lo + step, len(query_ids))
-            exclude = np.arange(lo, hi, dtype=np.int64) if query_kind == item_kind else None
-            value, without = pmrp(block(lo, hi), query_labels[lo:hi], item_labels, zeta, r_cap, exclude)
+    total = dict.fromkeys(zetas, 0.0)
+    counted = dict.fromkeys(zetas, 0)
+    for lo in range(0, len(query_ids), step):
+        hi = min(lo + step, len(query_ids))
+        exclude = np.arange(lo, hi, dtype=np.int64) if query_kind == item_kind else None
+        scores = block(lo, hi)  # once per block, for every ζ
+        for zeta in zetas:
+            value, without = pmrp(scores, query_labels[lo:hi], item_labels, zeta, r_cap, exclude)
             with_match = (hi - lo) - without
             if with_match:
-                total += value * with_match
-                counted += with_match
-        out[f"PMRP@zeta={zeta}"] = total / counted if counted else float("nan")
-    return out
+                total[zeta] += value * with_match
+                counted[zeta] += with_match
+    return {f"PMRP@zeta={z}": total[z] / counted[z] if counted[z] else float("nan") for z in zetas}
 
 
 def evaluate_bison(model: Model, triples: pa.Table) -> dict[str, float]:

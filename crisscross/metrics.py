@@ -345,8 +345,10 @@ def plausible_matches(query_labels: ArrayLike, gallery_labels: ArrayLike, zeta: 
     q, g = _check_labels(query_labels, gallery_labels)
     if int(zeta) < 0:
         raise ValueError(f"zeta must be >= 0, got {zeta}")
-    qi, gi = q.astype(np.int32), g.astype(np.int32)
-    hamming = qi.sum(1)[:, None] + gi.sum(1)[None, :] - 2 * (qi @ gi.T)
+    # float32 products go through BLAS (integer ones do not) and are exact for 0/1 entries up
+    # to 2^24 classes
+    qf, gf = q.astype(np.float32), g.astype(np.float32)
+    hamming = qf.sum(1)[:, None] + gf.sum(1)[None, :] - 2 * (qf @ gf.T)
     return hamming <= int(zeta)
 
 
