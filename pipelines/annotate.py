@@ -101,11 +101,12 @@ def _unjudged(tasks: pa.Table, judgments: pa.Table) -> pa.Table:
 @SOURCES.register("import")
 def import_files(tasks: pa.Table, stage: StageArgs) -> Collected:
     reader = JUDGMENT_FORMATS.create(stage.params["format"])
+    files = _files(stage.flags.judgments)
     records: list[Any] = []
-    for path in _files(stage.flags.judgments):
+    for path in files:
         records += reader.read(str(path), path.read_bytes())
     judgments, rejected = validate(records, tasks, SOURCE_PEOPLE)
-    return Collected(judgments, _unjudged(tasks, judgments), rejected, {"files": len(_files(stage.flags.judgments))})
+    return Collected(judgments, _unjudged(tasks, judgments), rejected, {"files": [str(f) for f in files]})
 
 
 @SOURCES.register("replay")

@@ -149,5 +149,5 @@ def test_cxc_release_replayed_through_import_and_aggregation(shared_data: Path, 
     # the CxC-shaped output holds one row per pair, with the published ids and scores
     published = pd.read_csv(shared_data / "cxc" / f"sts_{split}.csv")
     ours = pd.read_csv(tmp_path / "rated" / "sts.csv")
-    key = lambda f: set(zip(f[["caption1", "caption2"]].min(axis=1), f[["caption1", "caption2"]].max(axis=1), f.agg_score.round(4), f.sampling_method, strict=True))  # noqa: E731
+    key = lambda f: set(zip(f[["caption1", "caption2"]].min(axis=1), f[["caption1", "caption2"]].max(axis=1), f.agg_score.round(4), f.sampling_method, strict=True))
     assert key(ours) == key(published)

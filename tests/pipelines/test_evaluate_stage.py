@@ -71,7 +71,7 @@ def demo_build(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     embed.main(["--in", str(root / "items"), "--out", str(root / "embeddings"), "--params", str(root / "params.json")])
     captions = EmbeddingSet.read(root / "embeddings" / "text" / "bow-glove50" / "captions")
     images = EmbeddingSet.read(root / "embeddings" / "text" / "bow-glove50" / "cocaption_mean")
-    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)
     scores = unit(np.asarray(images.vectors)) @ unit(np.asarray(captions.vectors)).T
     np.savez(root / "proxy.npz", scores=scores, image_ids=np.array(images.ids), caption_ids=np.array(captions.ids))
     np.savez(root / "transposed.npz", scores=scores.T, image_ids=np.array(images.ids), caption_ids=np.array(captions.ids))
