@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import sys
 
 from crisscross import __version__
@@ -68,5 +70,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """The console entry point: ``main``, then exit without interpreter teardown.
+
+    Everything a stage writes is closed and renamed into place before ``main`` returns.  What is
+    left at exit are native thread pools (gRPC, imported by Beam; Arrow's), and tearing those
+    down raced now and then ("terminate called without an active exception", SIGABRT) after a
+    stage had finished and printed its summary, failing ``dvc repro`` for nothing.
+    """
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
