@@ -210,7 +210,7 @@ class Aggregator(ABC):
 def require_kind(aggregator: Aggregator, kind: str) -> None:
     """Refuse an aggregator of the wrong kind (a mean of VERIFY answers, a vote over scores)."""
     if aggregator.kind != kind:
-        other = ", ".join(name for name in AGGREGATORS.names() if AGGREGATORS.kinds[name] == kind)
+        other = ", ".join(name for name in AGGREGATORS.names() if KINDS[name] == kind)
         raise ValueError(f"aggregator {aggregator.name!r} aggregates {aggregator.kind}, not {kind}; for {kind} use one of: {other}")
 
 
@@ -464,22 +464,6 @@ class DawidSkeneAggregator(CategoricalAggregator):
 # --------------------------------------------------------------------------- registry
 
 
-class AggregatorRegistry(Registry[Aggregator]):
-    """The registry, plus each name's kind and a default argument (``trimmed-mean`` means
-    ``trimmed-mean:0.2``), since a spec in params may leave the argument out."""
-
-    def __init__(self) -> None:
-        super().__init__("aggregator")
-        self.kinds: dict[str, str] = {}
-        self.default_arguments: dict[str, str] = {}
-
-    def create(self, spec: str, **kwargs: object) -> Aggregator:
-        name, sep, _ = spec.partition(":")
-        if not sep and name in self.default_arguments:
-            spec = f"{name}:{self.default_arguments[name]}"
-        return super().create(spec, **kwargs)
-
-
 def _proportion(argument: str) -> TrimmedMeanAggregator:
     try:
         proportion = float(argument)
@@ -488,10 +472,10 @@ def _proportion(argument: str) -> TrimmedMeanAggregator:
     return TrimmedMeanAggregator(proportion)
 
 
-AGGREGATORS = AggregatorRegistry()
-for _cls in (MeanAggregator, MedianAggregator, BiasCalibratedMeanAggregator, MajorityVoteAggregator, DawidSkeneAggregator):
+_WITHOUT_ARGUMENT = (MeanAggregator, MedianAggregator, BiasCalibratedMeanAggregator, MajorityVoteAggregator, DawidSkeneAggregator)
+AGGREGATORS: Registry[Aggregator] = Registry("aggregator")
+for _cls in _WITHOUT_ARGUMENT:
     AGGREGATORS.register(_cls.name)(_cls)
-    AGGREGATORS.kinds[_cls.name] = _cls.kind
-AGGREGATORS.register(TrimmedMeanAggregator.name, takes_argument=True)(_proportion)
-AGGREGATORS.kinds[TrimmedMeanAggregator.name] = RATINGS
-AGGREGATORS.default_arguments[TrimmedMeanAggregator.name] = "0.2"
+AGGREGATORS.register(TrimmedMeanAggregator.name, takes_argument=True, default="0.2")(_proportion)
+# What each name aggregates, so callers can refuse a mismatch before fitting.
+KINDS = {c.name: c.kind for c in (*_WITHOUT_ARGUMENT, TrimmedMeanAggregator)}

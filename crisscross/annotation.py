@@ -34,6 +34,11 @@ SCORE_MAX = 5.0
 # ECCV Caption §3.2, best to worst; the order is the ordinal scale Dawid–Skene and alpha see.
 VERIFY_ANSWERS = ("100% yes", "partially yes", "mostly no", "100% no")
 
+# CxC §3: a rated pair is positive at or above these aggregated scores.
+POSITIVE_THRESHOLDS = {STS: 3.0, SIS: 2.5, SITS: 3.0}
+# ECCV Caption §3.3: the answers that make a verified pair positive.
+VERIFY_POSITIVE = frozenset(VERIFY_ANSWERS[:2])
+
 GOLD_POSITIVE = "positive"
 GOLD_NEGATIVE = "negative"
 NOT_GOLD = ""

@@ -66,6 +66,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow.parquet as pq
 
+from crisscross.annotation import POSITIVE_THRESHOLDS, SIS, SITS, STS
 from crisscross.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError
 from crisscross.metrics import Positives
 from crisscross.quarantine import Rejected, reject
@@ -73,9 +74,9 @@ from crisscross.registry import Registry
 
 TASKS = ("i2t", "t2i", "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
-STS_THRESHOLD = 3.0  # CxC §3: caption-caption positive
-SITS_THRESHOLD = 3.0  # CxC §3: caption-image positive
-SIS_THRESHOLD = 2.5  # CxC §3: image-image positive
+STS_THRESHOLD = POSITIVE_THRESHOLDS[STS]  # CxC §3: caption-caption positive
+SITS_THRESHOLD = POSITIVE_THRESHOLDS[SITS]  # CxC §3: caption-image positive
+SIS_THRESHOLD = POSITIVE_THRESHOLDS[SIS]  # CxC §3: image-image positive
 DUPLICATE_RULES = ("mean", "any")
 
 Pair = tuple[str, str]

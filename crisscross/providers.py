@@ -35,6 +35,7 @@ import pyarrow as pa
 from crisscross.annotation import (
     JUDGMENTS_SCHEMA,
     NOT_GOLD,
+    POSITIVE_THRESHOLDS,
     RATING_TYPES,
     SCORE_MAX,
     SCORE_MIN,
@@ -139,7 +140,7 @@ def _judgments_table(frame: pd.DataFrame) -> pa.Table:
     return table.sort_by([(c, "ascending") for c in _JUDGMENT_ORDER])
 
 
-def _unjudged_table(frame: pd.DataFrame, reason: str, details: list[str]) -> pa.Table:
+def unjudged_table(frame: pd.DataFrame, reason: str, details: list[str]) -> pa.Table:
     rows = frame.assign(reason=reason, detail=details)[UNJUDGED_SCHEMA.names]
     table = pa.Table.from_pandas(rows, schema=UNJUDGED_SCHEMA, preserve_index=False)
     return table.sort_by([("batch_id", "ascending"), ("item_id", "ascending")])
@@ -187,7 +188,7 @@ class Replay:
         missing = frame[~judged]
         detail = f"no judgment of this item (in either order) among {len(self._source)} replay rows"
         return Provided(
-            _judgments_table(replayed), _unjudged_table(missing, NO_JUDGMENT, [detail] * len(missing))
+            _judgments_table(replayed), unjudged_table(missing, NO_JUDGMENT, [detail] * len(missing))
         )
 
 
@@ -196,7 +197,6 @@ class Replay:
 CXC_WORKER = "cxc-release"
 CXC_SPLITS = ("test", "val")
 # CxC §3 positive thresholds (STS, SITS ≥ 3; SIS ≥ 2.5), from the ground-truth loader's table.
-POSITIVE_THRESHOLDS = {task: CXC_FILES[task.lower()][2] for task in RATING_TYPES}
 _COCO = CocoIdScheme()
 
 
@@ -622,7 +622,7 @@ class Simulate:
         latent, details = self._latent(frame)
         missing = np.isnan(latent)
         judgments = self._judge(frame[~missing], latent[~missing])
-        unjudged = _unjudged_table(
+        unjudged = unjudged_table(
             frame[missing], NO_VECTOR, [d for d, m in zip(details, missing, strict=True) if m]
         )
         return Provided(_judgments_table(judgments), unjudged)

@@ -46,12 +46,12 @@ from crisscross.annotation import (
     SCORE_MIN,
     VERIFY,
     VERIFY_ANSWERS,
+    VERIFY_POSITIVE,
 )
 
 JUDGMENT_COLUMNS = ("item_id", "task_type", "worker", "score", "answer", "seconds")
 EXCLUDED_RATER = "excluded-rater"  # quarantine reason of an excluded rater's judgments
 VERIFY_VALUE = {answer: float(len(VERIFY_ANSWERS) - 1 - i) for i, answer in enumerate(VERIFY_ANSWERS)}
-VERIFY_POSITIVE = frozenset(VERIFY_ANSWERS[:2])  # pass a positive gold
 VERIFY_NEGATIVE = frozenset(VERIFY_ANSWERS[2:])  # pass a negative gold
 CONSTANT_STD = 1e-9  # values whose spread is below this do not vary (no correlation)
 

@@ -26,13 +26,20 @@ class Registry(Generic[T]):
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
         self._takes_argument: dict[str, bool] = {}
+        self._defaults: dict[str, str] = {}
 
-    def register(self, name: str, *, takes_argument: bool = False) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    def register(
+        self, name: str, *, takes_argument: bool = False, default: str | None = None
+    ) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """``default``: the argument a spec without one gets (``trimmed-mean`` → ``trimmed-mean:0.2``)."""
+
         def add(factory: Callable[..., T]) -> Callable[..., T]:
             if name in self._factories:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._factories[name] = factory
             self._takes_argument[name] = takes_argument
+            if default is not None:
+                self._defaults[name] = default
             return factory
 
         return add
@@ -46,6 +53,7 @@ class Registry(Generic[T]):
         if name not in self._factories:
             raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
         if self._takes_argument[name]:
+            argument = argument or self._defaults.get(name, "")
             if not argument:
                 raise ValueError(f"{self.kind} {name!r} needs an argument: {name}:<value>")
             return self._factories[name](argument, **kwargs)

@@ -39,11 +39,9 @@ from crisscross.aggregation import (
 from crisscross.agreement import krippendorff_alpha
 from crisscross.annotation import (
     JUDGMENTS_SCHEMA,
-    SIS,
-    SITS,
-    STS,
+    POSITIVE_THRESHOLDS,
     TASK_TYPES,
-    VERIFY_ANSWERS,
+    VERIFY_POSITIVE,
     task_type,
 )
 from crisscross.quality import (
@@ -53,8 +51,6 @@ from crisscross.quality import (
     split_gold,
 )
 
-DEFAULT_THRESHOLDS = {STS: 3.0, SIS: 2.5, SITS: 3.0}
-VERIFY_POSITIVE_ANSWERS = frozenset(VERIFY_ANSWERS[:2])
 RATED_COLUMNS = ("item_id", "task_type", "id_a", "id_b", "sampling_method", "agg_score", "agg_label", "n", "mean", "std", "positive", "simulated")
 
 
@@ -62,7 +58,7 @@ RATED_COLUMNS = ("item_id", "task_type", "id_a", "id_b", "sampling_method", "agg
 class RoundSettings:
     rating_aggregator: str = "mean"
     answer_aggregator: str = "majority-vote"
-    thresholds: Mapping[str, float] | None = None  # defaults: DEFAULT_THRESHOLDS
+    thresholds: Mapping[str, float] | None = None  # over annotation.POSITIVE_THRESHOLDS
     rules: Mapping[str, float] | None = None  # quality.QualityRules fields; defaults there
 
 
@@ -80,10 +76,10 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
     missing = sorted(set(JUDGMENTS_SCHEMA.names) - set(judgments.columns))
     if missing:
         raise ValueError(f"judgments lack column(s) {missing}")
-    thresholds = {**DEFAULT_THRESHOLDS, **(settings.thresholds or {})}
-    unknown = sorted(set(thresholds) - set(DEFAULT_THRESHOLDS))
+    thresholds = {**POSITIVE_THRESHOLDS, **(settings.thresholds or {})}
+    unknown = sorted(set(thresholds) - set(POSITIVE_THRESHOLDS))
     if unknown:
-        raise ValueError(f"thresholds for unknown rating types {unknown}; known: {sorted(DEFAULT_THRESHOLDS)}")
+        raise ValueError(f"thresholds for unknown rating types {unknown}; known: {sorted(POSITIVE_THRESHOLDS)}")
     aggregators = {RATINGS: AGGREGATORS.create(settings.rating_aggregator), CATEGORICAL: AGGREGATORS.create(settings.answer_aggregator)}
     require_kind(aggregators[RATINGS], RATINGS)
     require_kind(aggregators[CATEGORICAL], CATEGORICAL)
@@ -91,7 +87,7 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
     raters = rater_report(judgments, tasks, QualityRules.from_params(settings.rules))
     passed, excluded = split_by_exclusion(judgments, raters)
     kept, _ = split_gold(passed, tasks)
-    items = tasks[tasks["gold"].fillna("") == ""].drop_duplicates("item_id").set_index("item_id")
+    items = tasks.drop_duplicates("item_id").set_index("item_id")  # gold items are not in `kept`
     simulated = kept.groupby("item_id")["simulated"].any()
 
     frames, facts = [], {}
@@ -101,8 +97,8 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
             continue
         info = task_type(kind)
         aggregator = aggregators[RATINGS if info.rated else CATEGORICAL].fit(long)
-        stats = _stats(long, info.rated)
-        frame = stats.join(items[["task_type", "id_a", "id_b", "sampling_method"]], how="left")
+        stats = aggregator.stats_ if info.rated else pd.DataFrame({"n": long.groupby("task").size(), "mean": np.nan, "std": np.nan})
+        frame = stats.rename_axis("item_id").join(items[["task_type", "id_a", "id_b", "sampling_method"]], how="left")
         if info.rated:
             frame["agg_score"] = aggregator.scores_.round(6)
             frame["agg_label"] = None
@@ -110,25 +106,16 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
         else:
             frame["agg_score"] = np.nan
             frame["agg_label"] = aggregator.labels_
-            frame["positive"] = frame["agg_label"].isin(VERIFY_POSITIVE_ANSWERS)
+            frame["positive"] = frame["agg_label"].isin(VERIFY_POSITIVE)
         frame["simulated"] = simulated.reindex(frame.index).fillna(False).astype(bool)
         frames.append(frame.reset_index(names="item_id"))
-        facts[kind] = _facts(kind, long, frame, thresholds.get(kind), info.rated)
+        facts[kind] = _facts(long, frame, thresholds.get(kind), info.rated)
     rated = pd.concat(frames, ignore_index=True)[list(RATED_COLUMNS)] if frames else pd.DataFrame(columns=list(RATED_COLUMNS))
     rated = rated.sort_values(["task_type", "item_id"], kind="stable").reset_index(drop=True)
     return RoundResult(rated, kept.reset_index(drop=True), excluded.reset_index(drop=True), raters, facts)
 
 
-def _stats(long: pd.DataFrame, rated: bool) -> pd.DataFrame:
-    """Per item: n judgments, and mean / sample std (ddof=1) of the raw ratings."""
-    grouped = long.groupby("task", sort=True)["label"]
-    if not rated:
-        return pd.DataFrame({"n": grouped.size(), "mean": np.nan, "std": np.nan}).rename_axis("item_id")
-    values = grouped.agg(["size", "mean", "std"]).rename(columns={"size": "n"})
-    return values.rename_axis("item_id")
-
-
-def _facts(kind: str, long: pd.DataFrame, frame: pd.DataFrame, threshold: float | None, rated: bool) -> dict[str, Any]:
+def _facts(long: pd.DataFrame, frame: pd.DataFrame, threshold: float | None, rated: bool) -> dict[str, Any]:
     alpha = krippendorff_alpha(long, "interval" if rated else "ordinal")
     usual = int(frame["n"].mode().min())
     pooled = frame["n"] > usual
@@ -143,7 +130,7 @@ def _facts(kind: str, long: pd.DataFrame, frame: pd.DataFrame, threshold: float 
         "usual_judgments_per_item": usual,
         "pooled_items": int(pooled.sum()),
     }
-    if rated and threshold is not None:
+    if rated:
         passing = (long["label"] >= threshold).groupby(long["task"]).agg(["sum", "size"])
         straddle = (passing["sum"] > 0) & (passing["sum"] < passing["size"])
         facts["judgments_at_or_above_threshold"] = int(passing["sum"].sum())

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross import io
-from crisscross.annotation import RATING_TYPES, VERIFY
+from crisscross.annotation import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
 from crisscross.beam.common import route
 from crisscross.groundtruth import CXC_FILES
 from crisscross.ids import CAPTION_KIND, scheme_of
@@ -38,9 +38,9 @@ from pipelines.stage import (
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
 DEFAULTS: dict[str, Any] = {
-    "rating_aggregator": "mean",
-    "answer_aggregator": "majority-vote",
-    "thresholds": {"STS": 3.0, "SIS": 2.5, "SITS": 3.0},
+    "rating_aggregator": RoundSettings.rating_aggregator,
+    "answer_aggregator": RoundSettings.answer_aggregator,
+    "thresholds": dict(POSITIVE_THRESHOLDS),
     "rules": {},
 }
 

@@ -23,7 +23,7 @@ import apache_beam as beam
 import pyarrow as pa
 
 from crisscross import io
-from crisscross.annotation import JUDGMENTS_SCHEMA, SOURCE_PEOPLE
+from crisscross.annotation import SOURCE_PEOPLE
 from crisscross.beam.common import route
 from crisscross.exchange import JUDGMENT_FORMATS
 from crisscross.judgments import summary as judgment_summary
@@ -31,11 +31,11 @@ from crisscross.judgments import validate
 from crisscross.providers import (
     NO_JUDGMENT,
     PROVIDERS,
-    UNJUDGED_SCHEMA,
     load_cxc_release,
     repeats_report,
+    unjudged_table,
 )
-from crisscross.quarantine import Rejected, RejectionError
+from crisscross.quarantine import Rejected, RejectionError, count_reasons
 from crisscross.registry import Registry
 from pipelines.stage import (
     StageArgs,
@@ -93,9 +93,9 @@ def _files(paths: list[str]) -> list[Path]:
 
 
 def _unjudged(tasks: pa.Table, judgments: pa.Table) -> pa.Table:
-    judged = set(judgments.column("item_id").to_pylist())
-    rows = [dict(r, reason=NO_JUDGMENT, detail="no valid judgment in the imported files") for r in tasks.to_pylist() if r["item_id"] not in judged]
-    return pa.Table.from_pylist(rows, schema=UNJUDGED_SCHEMA)
+    frame = tasks.to_pandas()
+    missing = frame[~frame["item_id"].isin(set(judgments.column("item_id").to_pylist()))]
+    return unjudged_table(missing, NO_JUDGMENT, ["no valid judgment in the imported files"] * len(missing))
 
 
 @SOURCES.register("import")
@@ -138,7 +138,7 @@ def simulate(tasks: pa.Table, stage: StageArgs) -> Collected:
 def collect(tasks_path: str, stage: StageArgs) -> list[Any]:
     """The source's judgments, unjudged rows and facts, then its rejects (routed to quarantine)."""
     collected = SOURCES.create(stage.params["source"], tasks=io.read_parquet(tasks_path), stage=stage)
-    return [(collected.judgments.cast(JUDGMENTS_SCHEMA), collected.unjudged, collected.facts), *collected.rejected]
+    return [(collected.judgments, collected.unjudged, collected.facts), *collected.rejected]
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -153,7 +153,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         summary = report(out, stage)
         strict = stage.flags.strict if stage.flags.strict is not None else stage.params["strict"]
         if strict and summary["rejected_total"]:
-            raise RejectionError(STAGE, {"judgment": summary["rejected"]}, str(io.failed_path(stage.out) / "quarantine.parquet"))
+            raise RejectionError(STAGE, count_reasons(read_quarantine(out)), str(io.failed_path(stage.out) / "quarantine.parquet"))
         return summary
 
     return finish

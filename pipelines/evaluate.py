@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import apache_beam as beam
+import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 
 from crisscross import io
 from crisscross.beam.common import gather
@@ -93,8 +93,9 @@ def settings_from(params: Mapping[str, Any], seed: int) -> Settings:
 
 
 def read_table(path: str) -> pa.Table:
+    """CSV cells stay text (a single label "3" must not become an integer column)."""
     if path.endswith(".csv"):
-        return pa_csv.read_csv(path, convert_options=pa_csv.ConvertOptions(strings_can_be_null=False, column_types=None))
+        return pa.Table.from_pandas(pd.read_csv(path, dtype=str, keep_default_na=False), preserve_index=False)
     return io.read_parquet(path)
 
 
@@ -115,7 +116,7 @@ def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
         try:
             image = _canonical(row.get("image_id"), IMAGE_KIND)
             raw = row.get("labels")
-            values = [v for v in str(raw).split(";") if v.strip()] if isinstance(raw, str) else list(raw or [])
+            values = [v for v in raw.split(";") if v.strip()] if isinstance(raw, str) else list(raw if raw is not None else [])
             classes = tuple(sorted({int(v) for v in values}))
             if any(c < 0 for c in classes):
                 raise ValueError(f"negative class number in {classes}")

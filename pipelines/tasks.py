@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import asdict, fields
 from typing import Any
 
 import apache_beam as beam
@@ -47,11 +48,7 @@ STAGE = "tasks"
 DESCRIPTION = "Turn candidate pairs into annotation tasks: items in seeded batches with known-positive and known-negative gold, exported per tool."
 DEFAULTS: dict[str, Any] = {
     "formats": ["jsonl", "crowd-csv", "label-studio"],
-    "batch_size": 18,
-    "gold_per_batch": {GOLD_POSITIVE: 1, GOLD_NEGATIVE: 1},
-    "replicas": 5,
-    "negative_quantile": 0.25,
-    "reference_pairs": 10_000,
+    **asdict(TaskParams()),
     "gold_text_encoders": ["use-m3", "bow-glove50"],
     "gold_image_encoders": ["efficientnet-lite0"],
 }
@@ -90,13 +87,7 @@ def gold_spaces(embeddings: str, text_encoders: list[str], image_encoders: list[
 
 
 def task_params(params: Mapping[str, Any]) -> TaskParams:
-    return TaskParams(
-        batch_size=int(params["batch_size"]),
-        gold_per_batch={str(k): int(v) for k, v in params["gold_per_batch"].items()},
-        replicas=int(params["replicas"]),
-        negative_quantile=float(params["negative_quantile"]),
-        reference_pairs=int(params["reference_pairs"]),
-    )
+    return TaskParams(**{f.name: params[f.name] for f in fields(TaskParams)})
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):

@@ -8,6 +8,7 @@ from scipy import stats
 from crisscross.aggregation import (
     AGGREGATORS,
     CATEGORICAL,
+    KINDS,
     RATINGS,
     BiasCalibratedMeanAggregator,
     DawidSkeneAggregator,
@@ -253,9 +254,9 @@ def test_registry_names_kinds_and_arguments():
     with pytest.raises(ValueError, match=r"must lie in \[0, 0.5\), got 0.5"):
         AGGREGATORS.create("trimmed-mean:0.5")
     for name in AGGREGATORS.names():
-        assert AGGREGATORS.create(name).kind == AGGREGATORS.kinds[name]
-    assert {AGGREGATORS.kinds[n] for n in ("mean", "median", "trimmed-mean", "bias-calibrated-mean")} == {RATINGS}
-    assert {AGGREGATORS.kinds[n] for n in ("majority-vote", "dawid-skene")} == {CATEGORICAL}
+        assert AGGREGATORS.create(name).kind == KINDS[name]
+    assert {KINDS[n] for n in ("mean", "median", "trimmed-mean", "bias-calibrated-mean")} == {RATINGS}
+    assert {KINDS[n] for n in ("majority-vote", "dawid-skene")} == {CATEGORICAL}
     require_kind(AGGREGATORS.create("median"), RATINGS)
     with pytest.raises(ValueError, match=r"'dawid-skene' aggregates categorical, not ratings; for ratings use one of: bias-calibrated-mean, mean, median, trimmed-mean"):
         require_kind(AGGREGATORS.create("dawid-skene"), RATINGS)

@@ -18,6 +18,7 @@ from crisscross.evaluation import (
     ScoreMatrixModel,
     Settings,
     average_folds,
+    bootstrap_rng,
     evaluate,
     evaluate_bison,
     model_ranking_agreement,
@@ -138,8 +139,6 @@ def test_text_only_model_scores_only_text_tasks_and_ratings():
     a = [r[0] for r in truth.sts]
     b = [r[1] for r in truth.sts]
     model_scores = text_only.pair_scores(CAPTION_KIND, a, CAPTION_KIND, b)
-    from crisscross.evaluation import bootstrap_rng
-
     want = bootstrap_spearman(a, b, [r[2] for r in truth.sts], model_scores, 50, bootstrap_rng(3, "synthetic", "sts"))
     assert result[ALL]["spearman"]["sts"] == pytest.approx(want[0])
     assert result[ALL]["spearman_std"]["sts"] == pytest.approx(want[1])

@@ -31,3 +31,10 @@ def test_argument_rules_are_enforced():
         registry.create("plain:x")
     with pytest.raises(ValueError, match="registered twice"):
         registry.register("plain")(lambda: None)
+
+
+def test_a_default_argument_fills_a_bare_name():
+    registry = make_registry()
+    registry.register("cut", takes_argument=True, default="0.2")(lambda arg: ("cut", arg))
+    assert registry.create("cut") == ("cut", "0.2")
+    assert registry.create("cut:0.1") == ("cut", "0.1")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from crisscross.embeddings import EmbeddingSet
@@ -117,3 +118,27 @@ def test_guards_reach_the_user_as_one_line_errors(demo_build: Path, tmp_path: Pa
     params.write_text(json.dumps({"evaluate": {"models": {"partial": {"source": "score-matrix", "path": str(partial)}}}}))
     assert cli([*base, "--out", str(tmp_path / "p")]) == 1
     assert "has no cap vector for 1 of the 485 gallery items" in capsys.readouterr().err
+
+
+def test_labels_and_bison_tables_from_csv(demo_build: Path, tmp_path: Path) -> None:
+    images = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "cocaption_mean").ids
+    captions = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "captions").ids
+    labels = tmp_path / "labels.csv"
+    rows = [f"{image},{i % 3}" if i % 2 else f"{image},{i % 3};{3 + i % 2}" for i, image in enumerate(images)]
+    labels.write_text("image_id,labels\n" + "\n".join(rows) + "\nCOCO_val2014_000000000001.jpg,1\ncoco:img:1,-2\n")
+    bison = tmp_path / "bison.csv"
+    table = pq.read_table(demo_build / "items" / "captions.parquet").to_pydict()
+    owner = dict(zip(table["caption_id"], table["image_id"], strict=True))
+    triples = [f"{c},{owner[c]},{next(i for i in images if i != owner[c])}" for c in captions[:20]]
+    bison.write_text("caption,target,decoy\n" + "\n".join(triples) + "\nnot-an-id,coco:img:1,coco:img:2\n")
+    models = {"proxy": {"source": "score-matrix", "path": str(demo_build / "proxy.npz")}}
+    metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], models, "lb", "--labels", str(labels), "--bison", str(bison))
+    coco = metrics["results"]["proxy"]["coco"][ALL]
+    assert set(coco["PMRP@zeta=0"]) == {"i2t", "t2i"} and 0 < coco["PMRP@zeta=1"]["i2t"] <= 1
+    assert coco["triples"]["bison"] == 20 and 0.5 < coco["accuracy"]["bison"] <= 1
+    report = json.loads((tmp_path / "lb" / "report.json").read_text())
+    assert report["rejected"] == {"bison": {"bad-id": 1}, "label": {"bad-label-row": 2}}
+    # a CSV whose labels are all single numbers (and one class 0) is still read as text
+    single = tmp_path / "single.csv"
+    single.write_text("image_id,labels\ncoco:img:1,0\ncoco:img:2,7\n")
+    assert evaluate.read_labels(str(single)) == ({"coco:img:1": (0,), "coco:img:2": (7,)}, [])
