@@ -1,4 +1,4 @@
-"""Rater QC and aggregation at CxC's scale: ``crisscross.quality`` and ``crisscross.aggregation``
+"""Rater QC and aggregation at CxC's scale: ``crisscross.aggregate.quality`` and ``crisscross.aggregate.aggregators``
 against plain pandas.
 
 CxC rated 267,095 pairs five times each: 1,335,475 judgments (``--quick``: 1/20 of that).  A
@@ -37,10 +37,10 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import save_result
-from crisscross.aggregation import AGGREGATORS, long_frame
-from crisscross.agreement import krippendorff_alpha
-from crisscross.annotation import RATING_TYPES, VERIFY_ANSWERS
-from crisscross.quality import rater_report, split_by_exclusion, split_gold
+from crisscross.aggregate.aggregators import AGGREGATORS, long_frame
+from crisscross.aggregate.agreement import krippendorff_alpha
+from crisscross.aggregate.quality import rater_report, split_by_exclusion, split_gold
+from crisscross.annotate.schema import RATING_TYPES, VERIFY_ANSWERS
 
 NAME = "aggregate_judgments"
 SEED = 0
@@ -83,7 +83,14 @@ def synthesise(pairs: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.D
     seconds[rng.random(item.size) < 0.01] = np.nan
     names = np.array([f"{k.lower()}-w{w:03d}" for k in POOLS for w in range(POOLS[k])], dtype=object)
     judgments = pd.DataFrame(
-        {"item_id": item_ids[item], "task_type": kinds[item], "worker": names[worker], "score": np.round(score, 2), "answer": None, "seconds": seconds}
+        {
+            "item_id": item_ids[item],
+            "task_type": kinds[item],
+            "worker": names[worker],
+            "score": np.round(score, 2),
+            "answer": None,
+            "seconds": seconds,
+        }
     )
     judgments = judgments.iloc[rng.permutation(len(judgments))].reset_index(drop=True)  # arrival order, not item order
     gold_table = pd.DataFrame({"item_id": item_ids, "gold": gold})
@@ -102,7 +109,9 @@ def measure(step: str, call: Callable[[], Any], rows: int, log: list[dict[str, A
     call()
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
-    log.append({"step": step, "rows_in": rows, "seconds": seconds, "best_s": min(seconds), "peak_mb": peak, "load_1min": os.getloadavg()[0]})
+    log.append(
+        {"step": step, "rows_in": rows, "seconds": seconds, "best_s": min(seconds), "peak_mb": peak, "load_1min": os.getloadavg()[0]}
+    )
     print(f"  {step}: best {min(seconds):.3f}s of {ROUNDS}, tracemalloc peak {peak:.0f} MB", flush=True)
     return result
 
@@ -134,12 +143,18 @@ def run(args: argparse.Namespace) -> None:
     report = measure("rater_report", lambda: rater_report(judgments, gold), n, log)
     kept, dropped = measure("split_by_exclusion", lambda: split_by_exclusion(judgments, report), n, log)
     regular, _ = measure("split_gold", lambda: split_gold(kept, gold), len(kept), log)
-    long = measure("long_frame", lambda: pd.concat([long_frame(regular, kind) for kind in RATING_TYPES], ignore_index=True), len(regular), log)
+    long = measure(
+        "long_frame", lambda: pd.concat([long_frame(regular, kind) for kind in RATING_TYPES], ignore_index=True), len(regular), log
+    )
     fitted = {name: measure(name, lambda name=name: AGGREGATORS.create(name).fit(long), len(long), log) for name in RATING_AGGREGATORS}
     pandas_mean = measure("pandas groupby mean", lambda: long.groupby("task")["label"].mean(), len(long), log)
-    pandas_agg = measure("pandas groupby count/mean/std", lambda: long.groupby("task")["label"].agg(["count", "mean", "std"]), len(long), log)
+    pandas_agg = measure(
+        "pandas groupby count/mean/std", lambda: long.groupby("task")["label"].agg(["count", "mean", "std"]), len(long), log
+    )
     alpha = measure("alpha interval", lambda: krippendorff_alpha(long, "interval"), len(long), log)
-    answers = long.assign(label=np.asarray(VERIFY_ANSWERS[::-1], dtype=object)[np.minimum((long["label"].to_numpy() / 1.25).astype(int), 3)])
+    answers = long.assign(
+        label=np.asarray(VERIFY_ANSWERS[::-1], dtype=object)[np.minimum((long["label"].to_numpy() / 1.25).astype(int), 3)]
+    )
     majority = measure("majority-vote", lambda: AGGREGATORS.create("majority-vote").fit(answers), len(answers), log)
     dawid_skene = measure("dawid-skene", lambda: AGGREGATORS.create("dawid-skene").fit(answers), len(answers), log)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -169,9 +184,7 @@ def run(args: argparse.Namespace) -> None:
         "judgments_dropped": len(dropped),
         "gold_judgments_removed": len(kept) - len(regular),
     }
-    accuracy = {
-        name: float(np.sqrt(np.mean((agg.scores_.to_numpy() - item_truth.to_numpy()) ** 2))) for name, agg in fitted.items()
-    }
+    accuracy = {name: float(np.sqrt(np.mean((agg.scores_.to_numpy() - item_truth.to_numpy()) ** 2))) for name, agg in fitted.items()}
     print(table(log, best))
     print(
         f"ours/pandas: mean {ratios['mean_over_pandas_mean']:.2f} against groupby mean, "

@@ -27,11 +27,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from benchmarks import save_result
-from crisscross.embeddings import CAPTIONS, IMAGES
-from crisscross.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
-from crisscross.images import load_rgb
+from crisscross.core.images import load_rgb
+from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
+from crisscross.embed.sets import CAPTIONS, IMAGES
 from crisscross.ingest.records import PIXELS_OK
-from pipelines import embed, ingest
+from crisscross.pipelines import embed, ingest
 
 NAME = "embed_throughput"
 SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -43,7 +43,7 @@ ENCODERS: tuple[tuple[str, str], ...] = (
     ("minilm", TEXT),
     ("efficientnet-lite0", IMAGE),
 )
-BATCH_SIZE = int(embed.DEFAULTS["batch_size"])
+BATCH_SIZE = embed.EmbedSettings().batch_size
 MULTI_PROCESS_ARGS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 # Worker processes are spawned at pipeline run with a copy of os.environ, so setting this here
 # just before the run reaches them (checked: torch.get_num_threads() is 1 in the workers), while
@@ -162,7 +162,11 @@ def read_items(items: Path, modality: str) -> tuple[list[str], list[str]]:
     if modality == TEXT:
         captions = pq.read_table(items / "captions.parquet", columns=["caption_id", "text"])
         return captions.column("caption_id").to_pylist(), captions.column("text").to_pylist()
-    images = [row for row in pq.read_table(items / "images.parquet", columns=["image_id", "path", "pixels"]).to_pylist() if row["pixels"] == PIXELS_OK]
+    images = [
+        row
+        for row in pq.read_table(items / "images.parquet", columns=["image_id", "path", "pixels"]).to_pylist()
+        if row["pixels"] == PIXELS_OK
+    ]
     return [row["image_id"] for row in images], [row["path"] for row in images]
 
 

@@ -1,4 +1,4 @@
-"""The full 5K evaluation protocol: ``crisscross.evaluation.evaluate`` against the per-query
+"""The full 5K evaluation protocol: ``crisscross.evaluate.protocol.evaluate`` against the per-query
 references of :mod:`benchmarks.reference`, on one seeded synthetic test split of COCO's size.
 
 Data (``numpy.random.default_rng(SEED)``; ``--quick``: a tenth of the images, captions, rated
@@ -65,8 +65,10 @@ from benchmarks.reference import (
     reference_pmrp,
     reference_retrieval,
 )
-from crisscross.embeddings import EmbeddingSet
-from crisscross.evaluation import (
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+from crisscross.embed.sets import EmbeddingSet
+from crisscross.evaluate.metrics import pmrp
+from crisscross.evaluate.protocol import (
     ALL,
     FOLDS,
     RATING_KINDS,
@@ -83,9 +85,7 @@ from crisscross.evaluation import (
     evaluate_retrieval,
     label_matrix,
 )
-from crisscross.groundtruth import GroundTruth
-from crisscross.ids import CAPTION_KIND, IMAGE_KIND
-from crisscross.metrics import pmrp
+from crisscross.evaluate.truths import GroundTruth
 
 NAME = "evaluate_protocol"
 SEED = 0
@@ -182,14 +182,18 @@ def synthesise(quick: bool) -> Protocol:
     owner = np.repeat(np.arange(n_images), PER_IMAGE)
 
     popularity = 1 / np.arange(1, N_CLASSES + 1)
-    classes = [np.sort(rng.choice(N_CLASSES, k, replace=False, p=popularity / popularity.sum())) for k in rng.integers(1, MAX_LABELS + 1, n_images)]
+    classes = [
+        np.sort(rng.choice(N_CLASSES, k, replace=False, p=popularity / popularity.sum())) for k in rng.integers(1, MAX_LABELS + 1, n_images)
+    ]
     membership = np.zeros((n_images, N_CLASSES), dtype=np.float32)
     for image, row in enumerate(classes):
         membership[image, row] = 1
     prototypes = rng.standard_normal((N_CLASSES, DIM), dtype=np.float32)
     scene = CLASS_WEIGHT * (membership @ prototypes) / np.sqrt(membership.sum(1, keepdims=True))
     scene += rng.standard_normal((n_images, DIM), dtype=np.float32)
-    meaning = scene[owner] + rng.uniform(*MEANING_NOISE, (n_captions, 1)).astype(np.float32) * rng.standard_normal((n_captions, DIM), dtype=np.float32)
+    meaning = scene[owner] + rng.uniform(*MEANING_NOISE, (n_captions, 1)).astype(np.float32) * rng.standard_normal(
+        (n_captions, DIM), dtype=np.float32
+    )
     image_vectors = scene + MODEL_NOISE * rng.standard_normal(scene.shape, dtype=np.float32)
     caption_vectors = meaning + MODEL_NOISE * rng.standard_normal(meaning.shape, dtype=np.float32)
     near = nearest(scene, NEIGHBOURS)
@@ -206,7 +210,9 @@ def synthesise(quick: bool) -> Protocol:
     q = rng.choice(n_captions, n_q // divisor, replace=False)
     co = owner[q] * PER_IMAGE + (q % PER_IMAGE + rng.integers(1, PER_IMAGE, q.size)) % PER_IMAGE
     sts_a = np.tile(q, per)
-    sts_b = np.concatenate([co, caption_of(similar(owner[q])), caption_of(similar(owner[q])), *rng.integers(0, n_captions, (per - 3, q.size))])
+    sts_b = np.concatenate(
+        [co, caption_of(similar(owner[q])), caption_of(similar(owner[q])), *rng.integers(0, n_captions, (per - 3, q.size))]
+    )
     keep = first_unique(sts_a, sts_b, symmetric=True)
     sts_a, sts_b = sts_a[keep], sts_b[keep]
     sts_h = votes_mean(meaning[sts_a], meaning[sts_b], rng)
@@ -234,7 +240,11 @@ def synthesise(quick: bool) -> Protocol:
 
     sts_positive = sts_h >= STS_THRESHOLD
     cocaptions = frozenset(
-        (caption_ids[i * PER_IMAGE + j], caption_ids[i * PER_IMAGE + k]) for i in range(n_images) for j in range(PER_IMAGE) for k in range(PER_IMAGE) if j != k
+        (caption_ids[i * PER_IMAGE + j], caption_ids[i * PER_IMAGE + k])
+        for i in range(n_images)
+        for j in range(PER_IMAGE)
+        for k in range(PER_IMAGE)
+        if j != k
     )
     truth = GroundTruth(
         name=TRUTH_NAME,
@@ -378,7 +388,9 @@ def reference_task(data: Protocol, task: str) -> dict[str, Any]:
     for images in np.array_split(np.arange(len(data.gallery.image_ids)), SETTINGS.folds):
         fold = {IMAGE_KIND: images, CAPTION_KIND: np.flatnonzero(np.isin(owner, images))}
         block = np.ix_(fold[query_kind], fold[item_kind])
-        per_fold.append(reference_retrieval(scores[block], mask[block], np.arange(len(fold[query_kind])) if intramodal else None, SETTINGS.ks))
+        per_fold.append(
+            reference_retrieval(scores[block], mask[block], np.arange(len(fold[query_kind])) if intramodal else None, SETTINGS.ks)
+        )
     values[FOLDS] = {key: float(np.mean([f[key] for f in per_fold])) for key in per_fold[0]}
     return {"seconds": time.perf_counter() - started, "matrix_seconds": matrix_s, "values": values}
 
@@ -414,7 +426,8 @@ def reference_pmrp_part(data: Protocol, quick: bool) -> dict[str, Any]:
         started = time.perf_counter()
         scores = queries[rows] @ items.T
         values[task] = {
-            z: reference_pmrp(scores, labels[query_kind][rows], labels[item_kind], z, SETTINGS.pmrp_r_cap, exclude) for z in SETTINGS.pmrp_zetas
+            z: reference_pmrp(scores, labels[query_kind][rows], labels[item_kind], z, SETTINGS.pmrp_r_cap, exclude)
+            for z in SETTINGS.pmrp_zetas
         }
         took = time.perf_counter() - started
         seconds += took
@@ -452,7 +465,10 @@ def timed_part(data: Protocol, implementation: str, part: str, quick: bool) -> d
         return ours_retrieval(data, part) if implementation == "ours" else reference_task(data, part)
     if part == "pmrp":
         return ours_pmrp(data, quick) if implementation == "ours" else reference_pmrp_part(data, quick)
-    calls = {"ours": {"ratings": ours_ratings, "bison": ours_bison, "evaluate": ours_evaluate}, "reference": {"ratings": reference_ratings, "bison": reference_bison}}
+    calls = {
+        "ours": {"ratings": ours_ratings, "bison": ours_bison, "evaluate": ours_evaluate},
+        "reference": {"ratings": reference_ratings, "bison": reference_bison},
+    }
     return calls[implementation][part](data)
 
 
@@ -487,7 +503,14 @@ def measure(implementation: str, part: str, quick: bool) -> dict[str, Any]:
 
 def check(what: str, ours: float, reference: float, exact: bool = False) -> dict[str, Any]:
     ok = ours == reference if exact else math.isclose(ours, reference, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
-    return {"what": what, "ours": float(ours), "reference": float(reference), "abs_diff": abs(float(ours) - float(reference)), "exact": exact, "ok": ok}
+    return {
+        "what": what,
+        "ours": float(ours),
+        "reference": float(reference),
+        "abs_diff": abs(float(ours) - float(reference)),
+        "exact": exact,
+        "ok": ok,
+    }
 
 
 def agreement(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:

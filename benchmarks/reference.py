@@ -1,12 +1,12 @@
 """Straightforward per-query reference implementations of the metrics: one query, one sample at a
 time, written to be obviously right rather than fast.  The tests check the vectorised code in
-:mod:`crisscross.metrics` against them, and the evaluation benchmark times them beside it."""
+:mod:`crisscross.evaluate.metrics` against them, and the evaluation benchmark times them beside it."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from crisscross.metrics import BOOTSTRAP_CHUNK, spearman
+from crisscross.evaluate.metrics import BOOTSTRAP_CHUNK, spearman
 
 
 def reference_ranks(scores: np.ndarray, mask: np.ndarray, exclude_self: np.ndarray | None) -> list[np.ndarray]:
@@ -74,7 +74,10 @@ def reference_bootstrap(q, items, human, model, n_samples, rng):
             rhos.append(spearman(human[rows], model[rows]))
     return float(np.mean(rhos)), float(np.std(rhos))
 
-def reference_retrieval(scores: np.ndarray, mask: np.ndarray, exclude_self: np.ndarray | None, ks: tuple[int, ...] = (1, 5, 10)) -> dict[str, float]:
+
+def reference_retrieval(
+    scores: np.ndarray, mask: np.ndarray, exclude_self: np.ndarray | None, ks: tuple[int, ...] = (1, 5, 10)
+) -> dict[str, float]:
     """R@K, median / mean rank of the first positive, mAP@R and R-Precision, query by query."""
     ranks = [r for r in reference_ranks(scores, mask, exclude_self) if len(r)]
     first = np.array([r[0] for r in ranks])

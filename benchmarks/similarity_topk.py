@@ -1,8 +1,8 @@
-"""Exact top-K cosine neighbours: ``crisscross.similarity.exact_topk`` against plain numpy and faiss.
+"""Exact top-K cosine neighbours: ``crisscross.similarity.topk.exact_topk`` against plain numpy and faiss.
 
 Every row of N seeded unit vectors (float32, d = 512) gets its K = 25 best other rows, by:
 
-* ``ours``: :func:`crisscross.similarity.exact_topk` — upper-triangle block pairs only (the
+* ``ours``: :func:`crisscross.similarity.topk.exact_topk` — upper-triangle block pairs only (the
   matrix is symmetric), selection by a compiled numba pass;
 * ``numpy``: row blocks of 2,048 times ``unit.T``, self set to -inf, ``argpartition`` then a sort
   of the K — the obvious implementation, never an N×N matrix;
@@ -64,7 +64,7 @@ def unit_vectors(n: int) -> np.ndarray:
 
 def topk_ours(unit: np.ndarray, k: int, block: int = OURS_BLOCK) -> np.ndarray:
     """The library's exact top-K (imported here: only this method's workers pay for numba)."""
-    from crisscross.similarity import exact_topk
+    from crisscross.similarity.topk import exact_topk
 
     return exact_topk(unit, k, block)[0]
 
@@ -157,7 +157,7 @@ def spawn(*args: str) -> dict[str, float]:
 
 def ours_flops(n: int) -> int:
     """What ``exact_topk`` multiplies: 2·d·|block i|·|block j| over the upper-triangle pairs."""
-    from crisscross.similarity import block_pairs, choose_block
+    from crisscross.similarity.topk import block_pairs, choose_block
 
     block = choose_block(n, OURS_BLOCK)
 
@@ -183,12 +183,19 @@ def run(args: argparse.Namespace) -> None:
     rows = [summarise(n, method, runs[n, method], peak) for n in sizes for method in METHODS]
     best = {(row["n"], row["method"]): row["best_s"] for row in rows}
     ratios = [
-        {"n": n, **{f"ours_over_{other}": best[n, "ours"] / best[n, other] for other in OTHERS}, **{f"agreement_ours_{other}": agree[n][other] for other in OTHERS}}
+        {
+            "n": n,
+            **{f"ours_over_{other}": best[n, "ours"] / best[n, other] for other in OTHERS},
+            **{f"agreement_ours_{other}": agree[n][other] for other in OTHERS},
+        }
         for n in sizes
     ]
     small, large = sizes[-2:]
     growth = {method: math.log(best[large, method] / best[small, method]) / math.log(large / small) for method in METHODS}
-    print(f"GEMM peak (best of {GEMM_REPEATS}, start and end of run): {peak:.0f} GFLOP/s; " + "; ".join(", ".join(f"{s} {v:.0f}" for s, v in rates.items()) for rates in gemm))
+    print(
+        f"GEMM peak (best of {GEMM_REPEATS}, start and end of run): {peak:.0f} GFLOP/s; "
+        + "; ".join(", ".join(f"{s} {v:.0f}" for s, v in rates.items()) for rates in gemm)
+    )
     print(table(rows, ratios))
     print(f"time ~ N^p from N={small} to N={large}: " + ", ".join(f"{method} p={p:.2f}" for method, p in growth.items()))
     path = save_result(
@@ -258,7 +265,20 @@ def summarise(n: int, method: str, results: list[dict[str, float]], peak: float)
 
 def table(rows: list[dict[str, object]], ratios: list[dict[str, float]]) -> str:
     by_n = {ratio["n"]: ratio for ratio in ratios}
-    header = ("N", "method", "runs", "best s", "dense GF/s", "dense %pk", "actual GF/s", "actual %pk", "peak RSS MB", "+timed MB", "ours/this", "agree")
+    header = (
+        "N",
+        "method",
+        "runs",
+        "best s",
+        "dense GF/s",
+        "dense %pk",
+        "actual GF/s",
+        "actual %pk",
+        "peak RSS MB",
+        "+timed MB",
+        "ours/this",
+        "agree",
+    )
     lines = []
     for row in rows:
         n, method = row["n"], row["method"]

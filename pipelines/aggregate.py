@@ -10,8 +10,6 @@ excluded raters, with the rules they failed) and ``report.json``.
 from __future__ import annotations
 
 import argparse
-import csv
-import io as text_io
 import json
 from typing import Any
 
@@ -19,21 +17,22 @@ import apache_beam as beam
 import pandas as pd
 import pyarrow as pa
 
-from crisscross import io
-from crisscross.annotation import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
-from crisscross.beam.common import route
-from crisscross.groundtruth import CXC_FILES
-from crisscross.ids import CAPTION_KIND, scheme_of
-from crisscross.plots import item_std_png, score_distribution_png
-from crisscross.quarantine import Rejected, count_reasons, reject
-from crisscross.rounds import RoundResult, RoundSettings, aggregate_round
-from pipelines.stage import (
+from crisscross.aggregate.plots import item_std_png, score_distribution_png
+from crisscross.aggregate.round import RoundResult, RoundSettings, checked
+from crisscross.annotate.schema import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
+from crisscross.beam.aggregate import AggregateRound
+from crisscross.core import io
+from crisscross.core.errors import ParamError
+from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.pipelines.stage import (
     StageArgs,
     parse_args,
     read_quarantine,
+    require,
     run_stage,
     write_quarantine,
 )
+from crisscross.release.cxc import cxc_csv
 
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
@@ -54,28 +53,20 @@ def main(argv: list[str]) -> dict[str, Any]:
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
-def run_round(paths: tuple[str, str], settings: RoundSettings) -> list[Any]:
-    """The round's result, then one Rejected per judgment of an excluded rater."""
-    judgments_path, tasks_path = paths
-    judgments = io.read_parquet(judgments_path).to_pandas()
-    result = aggregate_round(judgments, io.read_parquet(tasks_path).to_pandas(), settings)
-    dropped = [
-        reject("judgment", row["item_id"], row["reason"], row["detail"], judgments_path, {k: row[k] for k in judgments.columns})
-        for row in result.excluded.to_dict("records")
-    ]
-    return [result, *dropped]
-
-
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     params = stage.params
-    settings = RoundSettings(params["rating_aggregator"], params["answer_aggregator"], dict(params["thresholds"]), dict(params["rules"]))
-    paths = (io.join(stage.inputs, "judgments.parquet"), io.join(stage.flags.tasks, "tasks.parquet"))
-    for path in paths:
-        if not io.exists(path):
-            raise FileNotFoundError(f"no {path}: run the {'annotate' if 'judgments' in path else 'tasks'} stage first")
-    result, rejected = route("Round", pipeline | "Inputs" >> beam.Create([paths]), STAGE, run_round, many=True, args=(settings,))
-    result | "Write" >> beam.Map(write, out)
-    write_quarantine(rejected, out)
+    settings = RoundSettings(
+        params["rating_aggregator"], params["answer_aggregator"], dict(params["thresholds"] or {}), dict(params["rules"] or {})
+    )
+    try:
+        checked(settings)
+    except (ValueError, TypeError) as error:
+        raise ParamError(f"{stage.flags.params or 'params'}: aggregate: {error}") from error
+    judgments = require(io.join(stage.inputs, "judgments.parquet"), "annotate")
+    tasks = require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks")
+    outputs = pipeline | "Aggregate" >> AggregateRound(judgments, tasks, settings)
+    outputs.result | "Write" >> beam.Map(write, out)
+    write_quarantine(outputs.rejected, out)
 
     def finish(beam_result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -83,37 +74,23 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     return finish
 
 
-def cxc_csv(rated: pd.DataFrame, kind: str) -> bytes:
-    """One rating type in the CxC release shape, with the ids in their published forms."""
-    columns = CXC_FILES[kind.lower()][0]
-    kinds = CXC_FILES[kind.lower()][1]
-    buffer = text_io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*columns, "agg_score", "sampling_method"])
-    for row in rated[rated["task_type"] == kind].itertuples():
-        ids = [_published(row.id_a, kinds[0]), _published(row.id_b, kinds[1])]
-        writer.writerow([*ids, f"{row.agg_score:.6g}", row.sampling_method])
-    return buffer.getvalue().encode()
-
-
-def _published(canonical: str, kind: str) -> str:
-    scheme = scheme_of(canonical)
-    return scheme.published_caption(canonical) if kind == CAPTION_KIND else scheme.published_image(canonical)
-
-
 def write(result: RoundResult, out: str) -> None:
     rated = result.rated
     simulated = bool(rated["simulated"].any())
     io.write_parquet(io.join(out, "rated.parquet"), _arrow(rated))
     io.write_parquet(io.join(out, "judgments_kept.parquet"), _arrow(result.kept))
-    io.write_bytes(io.join(out, "raters.csv"), result.raters.to_csv(index=False, lineterminator="\n").encode())
+    io.write_bytes(io.join(out, "raters.csv"), io.frame_csv_bytes(result.raters))
     for kind in sorted(set(rated["task_type"])):
         if kind in RATING_TYPES:
-            io.write_bytes(io.join(out, f"{kind.lower()}.csv"), cxc_csv(rated, kind))
+            rows = rated[rated["task_type"] == kind]
+            io.write_bytes(
+                io.join(out, f"{kind.lower()}.csv"),
+                cxc_csv(kind, rows[["id_a", "id_b", "agg_score", "sampling_method"]].itertuples(index=False)),
+            )
     verify = rated[rated["task_type"] == VERIFY]
     if not verify.empty:
         table = verify.rename(columns={"id_a": "image", "id_b": "caption"})[["image", "caption", "agg_label", "n", "sampling_method"]]
-        io.write_bytes(io.join(out, "verify.csv"), table.to_csv(index=False, lineterminator="\n").encode())
+        io.write_bytes(io.join(out, "verify.csv"), io.frame_csv_bytes(table))
     ratings = rated[rated["task_type"].isin(RATING_TYPES)]
     io.write_bytes(io.join(out, "score_distribution.png"), score_distribution_png(ratings, simulated=simulated))
     io.write_bytes(io.join(out, "item_std.png"), item_std_png(ratings, simulated=simulated))
@@ -145,4 +122,10 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
     summary["outputs"] = f"rated.parquet, {{sts,sis,sits,verify}}.csv, raters.csv, score_distribution.png, item_std.png in {stage.out}"
-    return {"task_types": facts, "excluded_raters": len(excluded), "simulated": simulated, "rejected": count_reasons(quarantine), "summary": summary}
+    return {
+        "task_types": facts,
+        "excluded_raters": len(excluded),
+        "simulated": simulated,
+        "rejected": count_reasons(quarantine),
+        "summary": summary,
+    }

@@ -8,13 +8,14 @@ import os
 import sys
 
 from crisscross import __version__
-from crisscross.encoders import EncoderError
-from crisscross.evaluation import CoverageError
-from crisscross.quarantine import RejectionError
-from crisscross.registry import Registry, UnknownNameError
+from crisscross.core.errors import UserError
+from crisscross.core.registry import Registry
 
-# Errors a user can fix from the message alone: printed without a traceback.
-USER_ERRORS = (RejectionError, UnknownNameError, EncoderError, FileNotFoundError, CoverageError)
+# Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
+# unless --debug.  Files the user named that are missing or unreadable count too.
+USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+USAGE_ERROR = 2
+DEBUG_FLAG = "--debug"
 
 STAGES: Registry[str] = Registry("stage")
 _HELP: dict[str, str] = {}
@@ -25,14 +26,16 @@ def _stage(name: str, module: str, help_text: str) -> None:
     _HELP[name] = help_text
 
 
-_stage("ingest", "pipelines.ingest", "source dataset → canonical images/captions tables + quarantine")
-_stage("embed", "pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
-_stage("similarity", "pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
-_stage("sample", "pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
-_stage("tasks", "pipelines.tasks", "candidates → annotation tasks in batches with gold items, exported per tool")
-_stage("annotate", "pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters")
-_stage("aggregate", "pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
-_stage("evaluate", "pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
+_stage("ingest", "crisscross.pipelines.ingest", "source dataset → canonical images/captions tables + quarantine")
+_stage("embed", "crisscross.pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
+_stage("similarity", "crisscross.pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
+_stage("sample", "crisscross.pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
+_stage("tasks", "crisscross.pipelines.tasks", "candidates → annotation tasks in batches with gold items, exported per tool")
+_stage(
+    "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
+)
+_stage("aggregate", "crisscross.pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
+_stage("evaluate", "crisscross.pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
 
 
 def usage() -> str:
@@ -40,7 +43,7 @@ def usage() -> str:
     lines = [
         f"crisscross {__version__}: build graded image/caption similarity datasets.",
         "",
-        "usage: crisscross <stage> --in PATH --out DIR [--params FILE] [stage flags] [Beam options]",
+        "usage: crisscross <stage> --in PATH --out DIR [--params FILE] [--debug] [stage flags] [Beam options]",
         "",
         "stages:",
         *(f"  {name.ljust(width)}  {_HELP[name]}" for name in STAGES.names()),
@@ -50,8 +53,17 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message: Beam re-raises a step's error with the step name and
+    the worker's traceback appended, which the user does not need without ``--debug``."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in args
+    args = [a for a in args if a != DEBUG_FLAG]
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return 0
@@ -60,13 +72,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args[0] not in _HELP:
         print(f"crisscross: unknown stage {args[0]!r}\n\n{usage()}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
+    if not debug:
+        logging.getLogger("apache_beam").setLevel(
+            logging.CRITICAL
+        )  # a failing step logs its traceback; the error below says it in one line
     module = importlib.import_module(STAGES.create(args[0]))
     try:
         module.main(args[1:])
     except USER_ERRORS as error:
-        print(f"crisscross {args[0]}: error: {error}", file=sys.stderr)
-        return 1
+        if debug:
+            raise
+        print(f"crisscross {args[0]}: error: {one_line(error)}", file=sys.stderr)
+        return USAGE_ERROR
+    except SystemExit as exit_:
+        if isinstance(exit_.code, str):  # a stage's own message (argparse exits with an int)
+            print(f"crisscross {args[0]}: error: {one_line(exit_)}", file=sys.stderr)
+            return USAGE_ERROR
+        raise
     return 0
 
 

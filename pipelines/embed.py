@@ -3,30 +3,36 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 
-from crisscross import io
 from crisscross.beam.common import gather
 from crisscross.beam.embed import EmbedItems, build_encoder, write_skipped
-from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
-from crisscross.encoders import IMAGE, TEXT
-from crisscross.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
+from crisscross.core import io
+from crisscross.core.errors import ParamError
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
+from crisscross.core.quarantine import count_reasons
+from crisscross.core.settings import setting
+from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
+from crisscross.embed.encoders import IMAGE, TEXT
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.quarantine import count_reasons
-from pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
-DEFAULTS: dict[str, Any] = {
-    "text_encoders": ["use-m3", "bow-glove50"],
-    "image_encoders": ["efficientnet-lite0"],
-    "batch_size": 64,
-}
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS
+    image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
+    batch_size: int = setting(64, low=1)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("embed", DESCRIPTION, argv, DEFAULTS)
+    stage = parse_args("embed", DESCRIPTION, argv, EmbedSettings)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
@@ -36,7 +42,7 @@ def _ids(table_path: str, column: str) -> list[str]:
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     if not stage.params["text_encoders"] and not stage.params["image_encoders"]:
-        raise SystemExit("embed: no encoders configured (embed.text_encoders and embed.image_encoders are empty)")
+        raise ParamError("embed.text_encoders and embed.image_encoders are both empty: name at least one encoder")
     captions_path = io.join(stage.inputs, "captions.parquet")
     images_path = io.join(stage.inputs, "images.parquet")
     caption_ids = _ids(captions_path, "caption_id")
@@ -71,7 +77,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
             skipped.append(outputs.skipped)
     write_quarantine(tuple(rejected), out)
-    gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(write_skipped, io.join(out, "skipped.parquet"))
+    gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(
+        write_skipped, io.join(out, "skipped.parquet")
+    )
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, encoders, result, len(caption_ids), len(image_ids))
@@ -106,7 +114,7 @@ def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: 
         line = f"{meta['items']} in → " + ", ".join(f"{n} {kind}" for kind, n in sets.items()) + f" ({meta['dim']}-d); {rejected} rejected"
         if left_out:
             line += "; left out: " + ", ".join(f"{n} {reason}" for reason, n in left_out.items())
-        if "tokens" in stats and stats["tokens"]:
+        if stats.get("tokens"):
             line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
         summary[f"{modality}:{spec}"] = line
     summary["quarantine"] = f"{len(quarantine)} records → {io.join(stage.out, 'quarantine.parquet')}"

@@ -13,10 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import apache_beam as beam
-import pandas as pd
-import pyarrow as pa
 
-from crisscross import io
 from crisscross.beam.common import gather
 from crisscross.beam.evaluate import (
     EvaluateModels,
@@ -24,7 +21,11 @@ from crisscross.beam.evaluate import (
     gallery_of,
     load_truth,
 )
-from crisscross.evaluation import (
+from crisscross.core import io
+from crisscross.core.errors import ParamError
+from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.core.settings import params_of
+from crisscross.evaluate.protocol import (
     ALL,
     FOLDS,
     RATING_KINDS,
@@ -36,10 +37,9 @@ from crisscross.evaluation import (
     positives_agreement,
     runnable,
 )
-from crisscross.evaluation_report import markdown, recall_at_k_png
-from crisscross.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
-from crisscross.quarantine import Rejected, count_reasons, reject
-from pipelines.stage import (
+from crisscross.evaluate.report import markdown, recall_at_k_png
+from crisscross.evaluate.tables import read_bison, read_labels
+from crisscross.pipelines.stage import (
     StageArgs,
     parse_args,
     read_quarantine,
@@ -48,25 +48,16 @@ from pipelines.stage import (
 )
 
 DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
-DEFAULTS: dict[str, Any] = {
-    "models": {},
-    "tasks": list(TASK_KINDS),
-    "ratings": list(RATING_KINDS),
-    "folds": 5,
-    "ks": [1, 5, 10],
-    "curve_k": 50,
-    "bootstrap_samples": 1000,
-    "pmrp_zetas": [0, 1, 2],
-    "pmrp_r_cap": 50,
-    "verified": "eccv",
-}
+DEFAULTS: dict[str, Any] = {"models": {}, **{k: v for k, v in params_of(Settings).items() if k != "seed"}, "verified": "eccv"}
 HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--items", required=True, help="the ingest output: the gallery (every image and caption, in source order)")
     parser.add_argument("--truth", action="append", required=True, help="ground truth by name, repeatable: coco, eccv, cxc:<folder>")
-    parser.add_argument("--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)")
+    parser.add_argument(
+        "--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)"
+    )
     parser.add_argument("--bison", help="optional BISON triples: parquet/CSV with caption, target, decoy (canonical ids)")
 
 
@@ -75,73 +66,11 @@ def main(argv: list[str]) -> dict[str, Any]:
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
-def settings_from(params: Mapping[str, Any], seed: int) -> Settings:
-    unknown = sorted(set(params["tasks"]) - set(TASK_KINDS)) + sorted(set(params["ratings"]) - set(RATING_KINDS))
-    if unknown:
-        raise SystemExit(f"evaluate: unknown tasks/ratings {unknown}; known: {list(TASK_KINDS)} and {list(RATING_KINDS)}")
-    return Settings(
-        tasks=tuple(params["tasks"]),
-        ratings=tuple(params["ratings"]),
-        folds=int(params["folds"]),
-        ks=tuple(int(k) for k in params["ks"]),
-        curve_k=int(params["curve_k"]),
-        bootstrap_samples=int(params["bootstrap_samples"]),
-        seed=seed,
-        pmrp_zetas=tuple(int(z) for z in params["pmrp_zetas"]),
-        pmrp_r_cap=int(params["pmrp_r_cap"]),
-    )
-
-
-def read_table(path: str) -> pa.Table:
-    """CSV cells stay text (a single label "3" must not become an integer column)."""
-    if path.endswith(".csv"):
-        return pa.Table.from_pandas(pd.read_csv(path, dtype=str, keep_default_na=False), preserve_index=False)
-    return io.read_parquet(path)
-
-
-def _canonical(value: Any, kind: str) -> str:
-    text = "" if value is None else str(value)
-    if split_id(text)[1] != kind:
-        raise IdFormError(f"{text!r} is not a canonical {kind} id")
-    return text
-
-
-def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
-    """Image id → class numbers; unparseable rows are quarantined."""
-    table = read_table(path)
-    labels: dict[str, tuple[int, ...]] = {}
-    rejected = []
-    for line, row in enumerate(table.to_pylist(), start=1):
-        where = f"{path}:{line}"
-        try:
-            image = _canonical(row.get("image_id"), IMAGE_KIND)
-            raw = row.get("labels")
-            values = [v for v in raw.split(";") if v.strip()] if isinstance(raw, str) else list(raw if raw is not None else [])
-            classes = tuple(sorted({int(v) for v in values}))
-            if any(c < 0 for c in classes):
-                raise ValueError(f"negative class number in {classes}")
-        except (IdFormError, TypeError, ValueError) as error:
-            rejected.append(reject("label", row.get("image_id"), "bad-label-row", str(error), where, row))
-            continue
-        labels[image] = classes
-    return labels, rejected
-
-
-def read_bison(path: str) -> tuple[pa.Table, list[Rejected]]:
-    rows, rejected = [], []
-    for line, row in enumerate(read_table(path).to_pylist(), start=1):
-        try:
-            rows.append({"caption": _canonical(row.get("caption"), CAPTION_KIND), "target": _canonical(row.get("target"), IMAGE_KIND), "decoy": _canonical(row.get("decoy"), IMAGE_KIND)})
-        except IdFormError as error:
-            rejected.append(reject("bison", row.get("caption"), "bad-id", str(error), f"{path}:{line}", row))
-    return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in ("caption", "target", "decoy")])), rejected
-
-
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     params = stage.params
+    settings = Settings.from_params(params, int(stage.base.get("seed", 0)), stage.flags.params or "params")
     if not params["models"]:
-        raise SystemExit("evaluate: params evaluate.models is empty; name at least one model")
-    settings = settings_from(params, int(stage.base.get("seed", 0)))
+        raise ParamError(f"{stage.flags.params or 'params'}: evaluate.models is empty; name at least one model")
     items = stage.flags.items
     gallery = gallery_of(items)
     rejected: list[Rejected] = []
@@ -185,12 +114,22 @@ def nest(results: list[tuple[str, str, dict[str, Any]]]) -> dict[str, dict[str, 
     return nested
 
 
-def write_outputs(results: list[tuple[str, str, dict[str, Any]]], out: str, positives: list[dict[str, Any]], settings: Settings, truth_notes: dict[str, str]) -> None:
+def write_outputs(
+    results: list[tuple[str, str, dict[str, Any]]],
+    out: str,
+    positives: list[dict[str, Any]],
+    settings: Settings,
+    truth_notes: dict[str, str],
+) -> None:
     nested = nest(results)
     agreement = model_ranking_agreement(nested)
     document = {"results": nested, "model_ranking_agreement": agreement, "positives_agreement": positives}
     io.write_bytes(io.join(out, "metrics.json"), (json.dumps(document, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
-    notes = {"folds": f"{settings.folds} image folds in source order", "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}", **truth_notes}
+    notes = {
+        "folds": f"{settings.folds} image folds in source order",
+        "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}",
+        **truth_notes,
+    }
     io.write_bytes(io.join(out, "report.md"), markdown(nested, agreement, positives, notes).encode())
     io.write_bytes(io.join(out, "recall_at_k.png"), recall_at_k_png(nested))
 
@@ -214,4 +153,9 @@ def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) ->
     summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
     summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.out}"
     protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
-    return {"models": plan, "protocols": [p for p in (ALL, FOLDS) if p in protocols], "rejected": count_reasons(quarantine), "summary": summary}
+    return {
+        "models": plan,
+        "protocols": [p for p in (ALL, FOLDS) if p in protocols],
+        "rejected": count_reasons(quarantine),
+        "summary": summary,
+    }

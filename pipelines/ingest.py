@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
 
-from crisscross import io
 from crisscross.beam.common import gather
 from crisscross.beam.ingest import IngestItems
+from crisscross.core import io
+from crisscross.core.quarantine import count_reasons
+from crisscross.core.settings import setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import captions_table, images_table
-from crisscross.quarantine import RejectionError, count_reasons
-from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
+from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
-DEFAULTS: dict[str, Any] = {
-    "reader": "coco-karpathy-jsonl",
-    "reader_options": {},
-    "strict": False,
-}
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    reader: str = setting("coco-karpathy-jsonl", choices=tuple(READERS.names()))
+    reader_options: Mapping[str, Any] = setting({})
+    max_text_length: int = setting(DEFAULT_MAX_TEXT_LENGTH, low=1)  # characters after whitespace normalisation; longer → text-too-long
+    strict: bool = False
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,25 +37,24 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("ingest", DESCRIPTION, argv, DEFAULTS, add_flags)
+    stage = parse_args("ingest", DESCRIPTION, argv, IngestSettings, add_flags)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     reader = READERS.create(stage.params["reader"], **stage.params["reader_options"])
     images_dir = stage.flags.images or None
-    outputs = pipeline | "Ingest" >> IngestItems(reader, stage.inputs, images_dir)
+    outputs = pipeline | "Ingest" >> IngestItems(reader, stage.inputs, images_dir, stage.params["max_text_length"])
     paths = {name: io.join(out, f"{name}.parquet") for name in ("images", "captions")}
     gather("GatherImages", outputs.images) | "WriteImages" >> beam.Map(lambda rows: io.write_parquet(paths["images"], images_table(rows)))
-    gather("GatherCaptions", outputs.captions) | "WriteCaptions" >> beam.Map(lambda rows: io.write_parquet(paths["captions"], captions_table(rows)))
+    gather("GatherCaptions", outputs.captions) | "WriteCaptions" >> beam.Map(
+        lambda rows: io.write_parquet(paths["captions"], captions_table(rows))
+    )
     write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:
-        summary = report(out, stage, images_dir)
-        strict = stage.flags.strict if stage.flags.strict is not None else stage.params["strict"]
-        if strict and summary["rejected_total"]:
-            raise RejectionError("ingest", summary["rejected"], str(io.failed_path(stage.out) / "quarantine.parquet"))
-        return summary
+        check_strict(stage, out)
+        return report(out, stage, images_dir)
 
     return finish
 
@@ -60,6 +66,11 @@ def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]
     rejected = count_reasons(quarantine)
     pixels = dict(sorted(Counter(images.column("pixels").to_pylist()).items()))
     without_pixels = [row["image_id"] for row in images.select(["image_id", "pixels"]).to_pylist() if row["pixels"] != "ok"]
+    warnings = []
+    if images_dir and not io.exists(images_dir):
+        warnings.append(f"--images {images_dir} does not exist: every image is without pixels (a text-only build)")
+    if images.num_rows == 0 and not quarantine:
+        warnings.append(f"{stage.inputs} holds no records")
     rejected_line = "; ".join(f"{kind} {reason} {n}" for kind, reasons in rejected.items() for reason, n in reasons.items())
     return {
         "source": stage.inputs,
@@ -75,5 +86,7 @@ def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]
             "read": f"{stage.inputs} with reader {stage.params['reader']}",
             "kept": f"{images.num_rows} images ({', '.join(f'{n} {k}' for k, n in pixels.items())} pixels), {captions.num_rows} captions",
             "rejected": f"{len(quarantine)} ({rejected_line or 'none'}) → {stage.out}/quarantine.parquet",
+            **({"WARNING": "; ".join(warnings)} if warnings else {}),
         },
+        "warnings": warnings,
     }

@@ -4,33 +4,20 @@ c2c_cocaption) with provenance, as a table and as CxC-shaped CSV files without s
 from __future__ import annotations
 
 import argparse
-import csv
-import io as text_io
 from collections import Counter
 from typing import Any
 
 import apache_beam as beam
-import pyarrow as pa
 
-from crisscross import io
 from crisscross.beam.sample import SampleCandidates
-from crisscross.embeddings import COCAPTION_MEAN, IMAGES, set_dir
-from crisscross.ids import scheme_of
-from crisscross.quarantine import count_reasons
-from crisscross.sampling import C2C_COCAPTION, C2C_ISIM, I2I_CSIM, METHODS, Candidate
-from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.candidates.cxc import METHODS, Candidate, SampleSettings, candidate_csvs, candidates_table
+from crisscross.core import io
+from crisscross.core.quarantine import count_reasons
+from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
+from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
 
-DESCRIPTION = "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
-DEFAULTS: dict[str, Any] = {
-    "i2i_text_encoders": ["use-m3", "bow-glove50"],
-    "i2i_top": 5,
-    "c2c_image_encoders": ["efficientnet-lite0"],
-    "c2c_top": 5,
-    "cocaption_ratio": 1.0,
-    "allow_cross_method": False,
-}
-CANDIDATES_SCHEMA = pa.schema(
-    [(name, pa.string()) for name in ("method", "id1", "id2", "image1", "image2", "published1", "published2", "provenance")]
+DESCRIPTION = (
+    "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
 )
 
 
@@ -39,7 +26,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("sample", DESCRIPTION, argv, DEFAULTS, add_flags)
+    stage = parse_args("sample", DESCRIPTION, argv, SampleSettings, add_flags)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
@@ -75,40 +62,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 
 
 def write_candidates(candidates: list[Candidate], out: str) -> None:
-    rows = sorted(candidates, key=lambda c: (c.method, c.id1, c.id2))
-    published = [_published(c) for c in rows]
-    io.write_parquet(
-        io.join(out, "candidates.parquet"),
-        pa.Table.from_pylist(
-            [
-                {
-                    "method": c.method,
-                    "id1": c.id1,
-                    "id2": c.id2,
-                    "image1": c.image1,
-                    "image2": c.image2,
-                    "published1": p1,
-                    "published2": p2,
-                    "provenance": c.provenance_json(),
-                }
-                for c, (p1, p2) in zip(rows, published, strict=True)
-            ],
-            schema=CANDIDATES_SCHEMA,
-        ),
-    )
-    for name, header, methods in (("sts_candidates.csv", ("caption1", "caption2"), (C2C_ISIM, C2C_COCAPTION)), ("sis_candidates.csv", ("image1", "image2"), (I2I_CSIM,))):
-        buffer = text_io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow([*header, "sampling_method"])
-        writer.writerows([p1, p2, c.method] for c, (p1, p2) in zip(rows, published, strict=True) if c.method in methods)
-        io.write_bytes(io.join(out, name), buffer.getvalue().encode())
-
-
-def _published(candidate: Candidate) -> tuple[str, str]:
-    """The pair in the forms the published datasets use (CxC: COCO file names, sentids)."""
-    scheme = scheme_of(candidate.id1)
-    render = scheme.published_image if candidate.method == I2I_CSIM else scheme.published_caption
-    return render(candidate.id1), render(candidate.id2)
+    io.write_parquet(io.join(out, "candidates.parquet"), candidates_table(candidates))
+    for name, data in candidate_csvs(candidates).items():
+        io.write_bytes(io.join(out, name), data)
 
 
 def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str]) -> dict[str, Any]:
@@ -127,7 +83,11 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
     for space, facts in coverage.items():
         line = f"covers {facts['images']} of {n_images} images"
         if facts["left_out"]:
-            why = ", ".join(f"{n} with pixels {status}" for status, n in sorted(pixels.items()) if status != "ok") if space.startswith("image/") else "excluded in similarity (see its quarantine)"
+            why = (
+                ", ".join(f"{n} with pixels {status}" for status, n in sorted(pixels.items()) if status != "ok")
+                if space.startswith("image/")
+                else "excluded in similarity (see its quarantine)"
+            )
             line += f"; {facts['left_out']} left out ({why})"
         summary[space] = line
     summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"

@@ -3,28 +3,39 @@ co-caption means, S^V per image encoder over images), never a dense N×N matrix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 
-from crisscross import io
 from crisscross.beam.common import gather
 from crisscross.beam.similarity import BACKENDS
-from crisscross.embeddings import COCAPTION_MEAN, IMAGES, EmbeddingSet
-from crisscross.neighbours import neighbours_table, prepare, recall_at_k
-from crisscross.quarantine import count_reasons
-from crisscross.similarity import block_topk_dense
-from pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.core import io
+from crisscross.core.errors import InputError
+from crisscross.core.quarantine import count_reasons
+from crisscross.core.settings import setting
+from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
+from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.similarity.neighbours import measured_recall, neighbours_table, prepare
 
 DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
-DEFAULTS: dict[str, Any] = {"k": 25, "backend": "exact", "backend_options": {}, "recall_queries": 1000}
+
+
+@dataclass(frozen=True)
+class SimilaritySettings:
+    k: int = setting(25, low=1)  # neighbours kept per image and space (sampling uses the top 5)
+    backend: str = "exact"  # a BACKENDS name
+    backend_options: Mapping[str, Any] = setting({})
+    recall_queries: int = setting(1000, low=1)  # approximate backends: queries checked against exact search
+
+
 SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V rows are images
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("similarity", DESCRIPTION, argv, DEFAULTS)
+    stage = parse_args("similarity", DESCRIPTION, argv, SimilaritySettings)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
@@ -42,7 +53,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     rejected = []
     found = spaces(stage.inputs)
     if not found:
-        raise SystemExit(f"similarity: no co-caption-mean or image embedding sets under {stage.inputs}; run embed first")
+        raise InputError(f"no co-caption-mean or image embedding sets under {stage.inputs}: run the embed stage first")
     for space in found:
         set_path = io.join(stage.inputs, space)
         prepared = prepare(EmbeddingSet.read(set_path), set_path)
@@ -82,12 +93,19 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
     summary: dict[str, str] = {}
     per_space: dict[str, Any] = {}
     for space, facts in plan.items():
-        entry = {**facts, "k": k, "backend": stage.params["backend"], "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"])}
+        entry = {
+            **facts,
+            "k": k,
+            "backend": stage.params["backend"],
+            "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"]),
+        }
         if facts["rows"] >= 2:
             table = io.read_parquet(io.join(out, space, "neighbours.parquet"))
             entry["pairs"] = table.num_rows
             if backend.approximate:
-                entry["recall_at_k"] = measured_recall(io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), int(stage.base.get("seed", 0)))
+                entry["recall_at_k"] = measured_recall(
+                    io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), int(stage.base.get("seed", 0))
+                )
         per_space[space] = entry
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
         if "recall_at_k" in entry:
@@ -95,21 +113,3 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
         summary[space] = line
     summary["quarantine"] = f"{len(quarantine)} rows excluded → {io.join(stage.out, 'quarantine.parquet')}"
     return {"spaces": per_space, "excluded": count_reasons(quarantine), "summary": summary}
-
-
-def measured_recall(set_path: str, table: Any, k: int, queries: int, seed: int) -> float:
-    """Recall@k of an approximate table against exact search on a seeded sample of queries."""
-    prepared = prepare(EmbeddingSet.read(set_path), set_path)
-    rng = np.random.default_rng(seed)
-    sample = np.sort(rng.choice(len(prepared.ids), size=min(queries, len(prepared.ids)), replace=False))
-    block = prepared.unit[sample] @ prepared.unit.T
-    block[np.arange(len(sample)), sample] = -np.inf
-    exact, _ = block_topk_dense(block, 0, k)
-    row_of = {item: row for row, item in enumerate(prepared.ids)}
-    found = np.full((len(sample), k), -1, np.int64)
-    position = {row: i for i, row in enumerate(sample)}
-    for query, rank, neighbour in zip(*(table.column(c).to_pylist() for c in ("query_id", "rank", "neighbour_id")), strict=True):
-        i = position.get(row_of[query])
-        if i is not None:
-            found[i, rank - 1] = row_of[neighbour]
-    return recall_at_k(found, exact)

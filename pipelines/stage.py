@@ -22,9 +22,11 @@ import yaml
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from crisscross import io
 from crisscross.beam.common import gather
-from crisscross.quarantine import Rejected, quarantine_table
+from crisscross.core import io
+from crisscross.core.errors import InputError, ParamError
+from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
+from crisscross.core.settings import params_of, setting, settings_from_params
 
 LOG = logging.getLogger("crisscross")
 
@@ -38,31 +40,74 @@ class StageArgs:
     base: dict[str, Any]
     flags: argparse.Namespace
     beam_args: list[str] = field(default_factory=list)
+    settings: Any = None  # the checked settings, for stages that declare a settings class
 
 
-def load_params(path: str | None, section: str, defaults: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The stage's params section over its defaults, and the shared ``base`` section.
+SHARED_SECTIONS = ("base", "data")  # read by every stage / interpolated by dvc.yaml
+
+
+def read_params(path: str | None) -> dict[str, Any]:
+    """The params document; a file that is not YAML, or not a mapping, or that has a section no
+    stage reads (a misspelt ``similarty:``) is a one-line error naming the file and line."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except FileNotFoundError as error:
+        raise InputError(f"no params file {path}") from error
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise ParamError(f"{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from error
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ParamError(f"{path}: params must be a mapping of sections (base, data, one per stage), got {type(document).__name__}")
+    from crisscross.pipelines.cli import STAGES  # the stage table; imported here to avoid a cycle
+
+    known = [*SHARED_SECTIONS, *STAGES.names()]
+    unknown = sorted(str(s) for s in set(document) - set(known))
+    if unknown:
+        raise ParamError(f"{path}: unknown params section(s) {unknown}; known: {known}")
+    return document
+
+
+def load_params(path: str | None, section: str, defaults: Mapping[str, Any] | type) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """The stage's params section over its defaults, the shared ``base`` section, and, for a
+    settings class, the checked settings (:mod:`crisscross.core.settings`).
 
     Unknown keys are an error, so a typo in ``params.yaml`` cannot be silently ignored.
     """
-    document: dict[str, Any] = {}
-    if path:
-        with open(path) as handle:
-            document = yaml.safe_load(handle) or {}
+    document = read_params(path)
     given = document.get(section) or {}
+    base = document.get("base") or {}
+    where = path or "params"
+    base = settings_from_params(BaseSettings, base, "base", where)
+    if isinstance(defaults, type):
+        settings = settings_from_params(defaults, given, section, where)
+        return params_of(settings), {"seed": base.seed}, settings
+    if not isinstance(given, Mapping):
+        raise ParamError(f"{where}: {section} must be a mapping of keys to values")
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise SystemExit(f"{path}: unknown {section} params {unknown}; known: {sorted(defaults)}")
-    return {**defaults, **given}, dict(document.get("base") or {})
+        raise ParamError(f"{where}: unknown {section} params {unknown}; known: {sorted(defaults)}")
+    return {**defaults, **given}, {"seed": base.seed}, None
+
+
+@dataclass(frozen=True)
+class BaseSettings:
+    seed: int = setting(0, low=0, high=2**32 - 1)  # every random step starts from it (crisscross.core.rng)
 
 
 def parse_args(
     name: str,
     description: str,
     argv: list[str],
-    defaults: Mapping[str, Any],
+    defaults: Mapping[str, Any] | type,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> StageArgs:
+    """``defaults``: the stage's settings class (preferred), or a mapping of default params."""
     parser = argparse.ArgumentParser(
         prog=f"crisscross {name}",
         description=description,
@@ -74,8 +119,8 @@ def parse_args(
     if add_flags:
         add_flags(parser)
     flags, beam_args = parser.parse_known_args(argv)
-    params, base = load_params(flags.params, name, defaults)
-    return StageArgs(name, flags.inputs, flags.out.rstrip("/"), params, base, flags, beam_args)
+    params, base, settings = load_params(flags.params, name, defaults)
+    return StageArgs(name, flags.inputs, flags.out.rstrip("/"), params, base, flags, beam_args, settings)
 
 
 def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
@@ -129,7 +174,9 @@ def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -
 
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    beam_logger = logging.getLogger("apache_beam")
+    if beam_logger.level == logging.NOTSET:  # the command quiets it further unless --debug
+        beam_logger.setLevel(logging.WARNING)
 
 
 QUARANTINE = "quarantine.parquet"
@@ -156,3 +203,19 @@ def counters(result: Any, namespace: str) -> dict[str, int]:
         out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(counter.committed or counter.attempted or 0)
     return dict(sorted(out.items()))
 
+
+def require(path: str, producer: str, hint: str = "") -> str:
+    """``path`` if it exists, else the one "run stage X first" error."""
+    if not io.exists(path):
+        raise FileNotFoundError(f"no {path}: run the {producer} stage first{hint}")
+    return path
+
+
+def check_strict(stage: StageArgs, out: str) -> None:
+    """Under ``--strict`` (or the section's ``strict: true``) any quarantined record fails the stage;
+    the failed output keeps its quarantine for inspection."""
+    strict = stage.flags.strict if getattr(stage.flags, "strict", None) is not None else stage.params.get("strict", False)
+    if strict:
+        counts = count_reasons(read_quarantine(out))
+        if counts:
+            raise RejectionError(stage.name, counts, str(io.failed_path(stage.out) / QUARANTINE))

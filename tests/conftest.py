@@ -60,3 +60,18 @@ def char_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, A
     tf.saved_model.save(module, str(tensor_dir))
     tf.saved_model.save(CharBagDict(), str(dict_dir))
     return tensor_dir, dict_dir, module
+
+
+@pytest.fixture(scope="session")
+def demo_chain(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ingest → embed → similarity → sample on the embedded demo with the project's params, once per
+    session: ``<root>/build/{items,embeddings,similarity,candidates}`` (tests add their own folders)."""
+    from crisscross.pipelines import embed, ingest, sample, similarity
+
+    build = tmp_path_factory.mktemp("demo-chain") / "build"
+    params = ["--params", str(PROJECT / "params.yaml")]
+    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(build / "items"), *params])
+    embed.main(["--in", str(build / "items"), "--out", str(build / "embeddings"), *params])
+    similarity.main(["--in", str(build / "embeddings"), "--out", str(build / "similarity"), *params])
+    sample.main(["--in", str(build / "similarity"), "--items", str(build / "items"), "--out", str(build / "candidates"), *params])
+    return build

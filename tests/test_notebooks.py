@@ -8,20 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import embed, ingest, sample, similarity
-
 PROJECT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def demo_build(tmp_path_factory: pytest.TempPathFactory, demo_dir: Path) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    build, params = root / "build", ["--params", str(PROJECT / "params.yaml")]
-    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(build / "items"), *params])
-    embed.main(["--in", str(build / "items"), "--out", str(build / "embeddings"), *params])
-    similarity.main(["--in", str(build / "embeddings"), "--out", str(build / "similarity"), *params])
-    sample.main(["--in", str(build / "similarity"), "--items", str(build / "items"), "--out", str(build / "candidates"), *params])
-    return root
+def demo_build(demo_chain: Path) -> Path:
+    return demo_chain.parent
 
 
 @pytest.mark.parametrize("notebook", sorted((PROJECT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)

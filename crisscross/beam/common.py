@@ -8,7 +8,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from crisscross.quarantine import Rejected
+from crisscross.core.quarantine import Rejected
 
 REJECTED = "rejected"
 

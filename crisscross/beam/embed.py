@@ -21,13 +21,13 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from crisscross import io
 from crisscross.beam.common import REJECTED, gather
-from crisscross.embeddings import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_mean, row_problem, set_dir
-from crisscross.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
-from crisscross.images import UnreadableImageError, load_rgb
+from crisscross.core import io
+from crisscross.core.images import UnreadableImageError, load_rgb
+from crisscross.core.quarantine import reject
+from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_mean, row_problem, set_dir
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.quarantine import reject
 
 STAGE = "embed"
 SKIPPED = "skipped"
@@ -124,7 +124,14 @@ class EncodeBatches(beam.DoFn):
             Metrics.counter(self._namespace, f"rejected/{problem}").inc()
             yield beam.pvalue.TaggedOutput(
                 REJECTED,
-                reject("vector", item_id, problem, f"{self._spec} gave a {problem} row for {item_id}", self._spec, {"id": item_id, "encoder": self._spec}),
+                reject(
+                    "vector",
+                    item_id,
+                    problem,
+                    f"{self._spec} gave a {problem} row for {item_id}",
+                    self._spec,
+                    {"id": item_id, "encoder": self._spec},
+                ),
             )
         Metrics.counter(self._namespace, "encoded").inc(len(good))
         self._count_stats()
@@ -241,7 +248,9 @@ class EmbedItems(beam.PTransform):
         skipped_parts.append(encoded[SKIPPED])
         kind = CAPTIONS if self._modality == TEXT else IMAGES
         meta = {**self._meta, "kind": kind}
-        gather("GatherVectors", encoded.encoded) | "WriteVectors" >> beam.Map(_write_set, set_dir(self._out, self._modality, spec, kind), meta)
+        gather("GatherVectors", encoded.encoded) | "WriteVectors" >> beam.Map(
+            _write_set, set_dir(self._out, self._modality, spec, kind), meta
+        )
         if self._modality == TEXT:
             means = (
                 encoded.encoded

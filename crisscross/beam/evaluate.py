@@ -16,9 +16,9 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from crisscross import io
-from crisscross.evaluation import Gallery, Settings, evaluate, load_model
-from crisscross.groundtruth import GROUND_TRUTHS, GroundTruth, Report
+from crisscross.core import io
+from crisscross.evaluate.protocol import Gallery, Settings, evaluate, load_model
+from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, Report
 
 STAGE = "evaluate"
 
@@ -69,9 +69,4 @@ class EvaluateModels(beam.PTransform):
         self._inputs = inputs
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return (
-            pbegin
-            | "Jobs" >> beam.Create(self._jobs)
-            | "Spread" >> beam.Reshuffle()
-            | "Evaluate" >> beam.Map(run_job, self._inputs)
-        )
+        return pbegin | "Jobs" >> beam.Create(self._jobs) | "Spread" >> beam.Reshuffle() | "Evaluate" >> beam.Map(run_job, self._inputs)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.beam.common import REJECTED, route
-from crisscross.sampling import (
+from crisscross.candidates.cxc import (
     C2C_ISIM,
     I2I_CSIM,
     caption_pair_for_images,
@@ -80,7 +80,9 @@ class SampleCandidates(beam.PTransform):
             | "GroupCaptions" >> beam.GroupByKey()
             | "SortCaptions" >> beam.MapTuple(lambda image, ids: (image, sorted(ids)))
         )
-        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.MapTuple(lambda pair, ev: image_pair(I2I_CSIM, pair, ev))
+        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.MapTuple(
+            lambda pair, ev: image_pair(I2I_CSIM, pair, ev)
+        )
         isim, no_captions = route(
             "DrawCaptions",
             _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c),

@@ -22,10 +22,10 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from crisscross.embeddings import EmbeddingSet
-from crisscross.neighbours import prepare
-from crisscross.registry import Registry
-from crisscross.similarity import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
+from crisscross.core.registry import Registry
+from crisscross.embed.sets import EmbeddingSet
+from crisscross.similarity.neighbours import prepare
+from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
 
 BACKENDS: Registry[Any] = Registry("similarity backend")
 

@@ -11,15 +11,20 @@ What every reader guarantees, so nothing is lost between the source and the quar
   for Parquet, and the element path (``images[3]``, ``images[3].sentences[1]``, ``annotations[7]``)
   inside a JSON document; ``position`` orders the records of one file (line, row or index).
 * A row that cannot become records becomes one ``Rejected`` (kind ``row``; ``image`` or ``caption``
-  for elements of a JSON document) with a reason code: ``bad-encoding`` (the line is not UTF-8;
-  files are decoded line by line so one bad line does not lose the file), ``malformed-row``
-  (invalid JSON, not an object, a wrong cell count, a value of the wrong type), ``missing-field``,
+  for elements of a JSON document) with a reason code: ``bad-encoding`` (the line, or a Parquet
+  string, is not UTF-8, or a JSON ``\\udXXX`` escape gives an id or text half a surrogate pair,
+  which UTF-8 cannot encode; files are decoded line by line so one bad line does not lose the file),
+  ``malformed-row`` (invalid JSON, not an object, a wrong cell count, a value of the wrong type or
+  one Python cannot hold, such as a Parquet timestamp past the year 9999), ``missing-field``,
   ``bad-id`` (an id in none of the forms its scheme accepts) and ``conflicting-image`` (a later row
   gives an image another file name or split; its caption is still emitted, the first row wins).
 * Caption text is passed through untouched.  Absent or null text becomes ``None``: validation
   rejects it (``null-text``) in one place for every reader.
-* A file that cannot be opened, or a JSON document that does not parse, raises
-  :class:`SourceFileError` naming the file.
+* A file that cannot be opened, a JSON document that does not parse (including one nested too
+  deeply or holding an integer too long for Python), a CSV whose header line cannot be read and a
+  Parquet file that cannot be decoded raise :class:`SourceFileError`, whose message is one line
+  naming the file.  No other exception leaves a reader, whatever the bytes
+  (``tests/ingest/test_fuzz_readers.py`` feeds them random, truncated and mutated files).
 
 Line and row formats repeat an image on every caption row; readers emit each image once, from
 its first row.  Duplicate ids are not resolved here: validation keeps the first of them.
@@ -38,18 +43,20 @@ from dataclasses import dataclass, field, fields
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO, NamedTuple
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
-from crisscross.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdFormError, IdScheme, scheme_for
+from crisscross.core.errors import UserError
+from crisscross.core.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdScheme, scheme_for
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.registry import Registry
 from crisscross.ingest.records import CaptionRecord, ImageRecord
-from crisscross.quarantine import Rejected, reject
-from crisscross.registry import Registry
 
 Item = ImageRecord | CaptionRecord | Rejected
 
 
-class SourceFileError(RuntimeError):
+class SourceFileError(UserError, RuntimeError):
     """A whole input file is unusable: it cannot be opened, or it is not the document it should be."""
 
 
@@ -119,6 +126,26 @@ def _file_name(path: str) -> str:
     return PurePosixPath(path).name  # also right for gs://bucket/dir/file
 
 
+def _first_line(error: BaseException) -> str:
+    """An exception's message as one line: the command shows a :class:`UserError` as one line."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+# What ``json.loads`` raises for text that is no usable JSON: JSONDecodeError and UnicodeDecodeError
+# (both ValueErrors), a plain ValueError for an integer longer than Python converts (4300 digits),
+# RecursionError for nesting deeper than the interpreter's recursion limit.
+_JSON_ERRORS = (ValueError, RecursionError)
+
+# What pyarrow raises for bytes that are no readable Parquet: ArrowInvalid (a ValueError),
+# OSError, and other ArrowExceptions (ArrowNotImplementedError, ArrowTypeError, …).
+_PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
+# What turning an Arrow value into a Python one raises: UnicodeDecodeError (a ValueError) for a
+# string that is not UTF-8, which Arrow does not check on read; OverflowError for a date or time
+# beyond Python's range (a timestamp past the year 9999).
+_CONVERSION_ERRORS = (ValueError, OverflowError, pa.ArrowException)
+
+
 def _open(path: str) -> BinaryIO:
     try:
         return FileSystems.open(path)
@@ -153,8 +180,8 @@ def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
         source = f"{name}:{number}"
         try:
             row = json.loads(text)
-        except json.JSONDecodeError as e:
-            yield reject("row", "", "malformed-row", f"invalid JSON: {e}", source, json.dumps(text))
+        except _JSON_ERRORS as e:
+            yield reject("row", "", "malformed-row", f"invalid JSON: {_first_line(e)}", source, json.dumps(text))
             continue
         if not isinstance(row, dict):
             yield reject("row", "", "malformed-row", f"a JSON {type(row).__name__}, not an object", source, json.dumps(text))
@@ -177,7 +204,10 @@ def _csv_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
                 yield line[1] + "\n"
 
     parser = csv.reader(good_lines())
-    header = next(parser, None)
+    try:
+        header = next(parser, None)
+    except csv.Error as e:
+        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({_first_line(e)})") from e
     if header is None or pending or fed[0][0] != 1:
         raise SourceFileError(f"{path}: the first line must be a readable CSV header")
     missing = sorted(set(needed) - set(header))
@@ -215,16 +245,73 @@ def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]
         data = handle.read()
     try:
         parquet = pq.ParquetFile(io.BytesIO(data))
-    except (OSError, ValueError) as e:  # pyarrow raises ArrowInvalid (a ValueError) for non-Parquet bytes
-        raise SourceFileError(f"{path} is not a Parquet file: {e}") from e
-    missing = sorted(set(needed) - set(parquet.schema_arrow.names))
+        names = parquet.schema_arrow.names
+    except _PARQUET_ERRORS as e:
+        raise SourceFileError(f"{path} is not a Parquet file: {_first_line(e)}") from e
+    missing = sorted(set(needed) - set(names))
     if missing:
-        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in {parquet.schema_arrow.names}")
+        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in {names}")
     number = 0
-    for batch in parquet.iter_batches():
-        for row in batch.to_pylist():
+    batches = parquet.iter_batches()
+    while True:
+        try:  # a damaged page is found only when its batch is decoded
+            batch = next(batches, None)
+        except _PARQUET_ERRORS as e:
+            raise SourceFileError(f"{path}: cannot decode the Parquet rows after row {number}: {_first_line(e)}") from e
+        if batch is None:
+            break
+        for row in _batch_rows(batch, set(needed)):
             number += 1
-            yield _Row(f"{name}:{number}", number, row)
+            if isinstance(row, _Unconvertible):
+                yield reject("row", "", row.reason, row.detail, f"{name}:{number}", row.record)
+            else:
+                yield _Row(f"{name}:{number}", number, row)
+
+
+class _Unconvertible(NamedTuple):
+    """A Parquet row with a value Python cannot represent in a column the reader needs; ``record``
+    shows such values as Arrow writes them."""
+
+    reason: str
+    detail: str
+    record: dict[str, Any]
+
+
+def _batch_rows(batch: pa.RecordBatch, needed: set[str]) -> list[dict[str, Any] | _Unconvertible]:
+    """The batch's rows as dicts; when one cannot be converted, rows are converted one by one, so
+    only those with an unconvertible value in a ``needed`` column go to the quarantine (a value
+    elsewhere is kept as Arrow's text of it)."""
+    try:
+        return batch.to_pylist()
+    except _CONVERSION_ERRORS:
+        return [_convert_row(batch.slice(i, 1), needed) for i in range(batch.num_rows)]
+
+
+def _convert_row(one: pa.RecordBatch, needed: set[str]) -> dict[str, Any] | _Unconvertible:
+    row: dict[str, Any] = {}
+    problems: list[tuple[str, BaseException]] = []
+    for column_name, column in zip(one.schema.names, one.columns):
+        try:
+            row[column_name] = column.to_pylist()[0]
+        except _CONVERSION_ERRORS as e:
+            if column_name in needed:
+                problems.append((column_name, e))
+            row[column_name] = _arrow_text(column)
+    if not problems:
+        return row
+    column_name, error = problems[0]
+    reason = "bad-encoding" if isinstance(error, UnicodeDecodeError) else "malformed-row"
+    return _Unconvertible(reason, f"column {column_name!r}: {_first_line(error)}", row)
+
+
+def _arrow_text(column: pa.Array) -> str:
+    """One value as text without making it a Python value: bytes of a string, else Arrow's format."""
+    try:
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            return column.cast(pa.large_binary()).to_pylist()[0].decode("utf-8", errors="backslashreplace")
+        return column.to_string(skip_new_lines=True)
+    except _CONVERSION_ERRORS:
+        return f"<unprintable {column.type}>"
 
 
 def _json_document(path: str) -> Any:
@@ -232,8 +319,8 @@ def _json_document(path: str) -> Any:
         data = handle.read()
     try:
         return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SourceFileError(f"{path} is not a valid JSON document: {e}") from e
+    except _JSON_ERRORS as e:
+        raise SourceFileError(f"{path} is not a valid JSON document: {_first_line(e)}") from e
 
 
 # --- fields -----------------------------------------------------------------------------------
@@ -251,8 +338,8 @@ def _id(parse: Callable[[object], str], value: object, what: str, key: str = "")
         raise _RowError("bad-id", f"{what} {value!r} is a {type(value).__name__}, not a string or integer", key)
     try:
         return parse(value)
-    except IdFormError as e:
-        raise _RowError("bad-id", f"{what}: {e}", key) from e
+    except ValueError as e:  # IdFormError, or an integer id longer than Python converts
+        raise _RowError("bad-id", f"{what}: {_first_line(e)}", key) from e
 
 
 def _string(value: object, what: str, key: str = "") -> str:
@@ -265,6 +352,19 @@ def _text(value: object, what: str, key: str) -> str | None:
     return None if value is None else _string(value, what, key)
 
 
+def _flickr_caption(image_id: str, index: int) -> str:
+    """``f30k:cap:<photo>#<index>`` of a parsed Flickr image id.
+
+    Built from the image id, not the file name as written: the file name was accepted by
+    ``parse_image``, which also takes surrounding blanks, a directory or the canonical form, all
+    of which ``caption_native`` would refuse.
+    """
+    try:
+        return _FLICKR.caption(_FLICKR.caption_native(_FLICKR.native(image_id, IMAGE_KIND), index))
+    except ValueError as e:  # an index longer than Python converts
+        raise _RowError("bad-id", f"caption id: {_first_line(e)}") from e
+
+
 def _first_text(candidates: Iterable[str | None]) -> str | None:
     """The first candidate with visible text, else the first that is not null (blank), else None."""
     present = [c for c in candidates if c is not None]
@@ -273,7 +373,10 @@ def _first_text(candidates: Iterable[str | None]) -> str | None:
 
 def _index(value: object, what: str, key: str = "") -> int:
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value)
+        try:
+            return int(value)
+        except ValueError as e:  # more digits than Python converts
+            raise _RowError("bad-id", f"{what}: {_first_line(e)}", key) from e
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _RowError("bad-id", f"{what} {value!r} is not a non-negative integer", key)
     return value
@@ -298,8 +401,9 @@ def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, 
             continue
         try:
             found = convert(row.fields)
+            _encodable(found.image_id, found.file_name, found.caption_id, found.text, found.split)
         except _RowError as e:
-            yield reject("row", e.key, e.reason, e.detail, row.source, row.fields)
+            yield reject("row", _utf8_key(e.key), e.reason, e.detail, row.source, row.fields)
             continue
         first = images.get(found.image_id)
         if first is None:
@@ -318,11 +422,33 @@ def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, 
 def _element(kind: str, source: str, element: object, build: Callable[[dict[str, Any]], Item]) -> Item:
     """The record an element of a JSON document describes, or the one reject saying why not."""
     if not isinstance(element, dict):
-        return reject(kind, "", "malformed-row", f"a JSON {type(element).__name__}, not an object", source, element)
+        record = json.dumps(element) if isinstance(element, str) else element  # reject() takes a str as JSON already
+        return reject(kind, "", "malformed-row", f"a JSON {type(element).__name__}, not an object", source, record)
     try:
-        return build(element)
+        item = build(element)
+        if isinstance(item, ImageRecord):
+            _encodable(item.image_id, item.file_name, item.split)
+        elif isinstance(item, CaptionRecord):
+            _encodable(item.caption_id, item.image_id, item.text, item.split)
+        return item
     except _RowError as e:
-        return reject(kind, e.key, e.reason, e.detail, source, element)
+        return reject(kind, _utf8_key(e.key), e.reason, e.detail, source, element)
+
+
+def _encodable(*values: str | None) -> None:
+    """Refuse text UTF-8 cannot encode: a JSON ``\\udXXX`` escape can write half a surrogate pair,
+    which decodes to a Python string but can never be written to Parquet or any UTF-8 file."""
+    for value in values:
+        if value is not None:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise _RowError("bad-encoding", f"{value!r} holds a lone surrogate, which UTF-8 cannot encode: {e.reason}") from e
+
+
+def _utf8_key(key: str) -> str:
+    """A reject's key (an id read from the row) as text UTF-8 can encode, surrogates escaped."""
+    return key.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
 # --- readers ----------------------------------------------------------------------------------
@@ -389,7 +515,7 @@ class Flickr30kKarpathyJsonl(Reader):
         file_name = _string(_required(row, "file_name"), "file_name")
         image_id = _id(_FLICKR.parse_image, file_name, "file_name")
         index = _index(_required(row, "caption_index"), "caption_index")
-        caption_id = _FLICKR.caption(_FLICKR.caption_native(file_name, index))
+        caption_id = _flickr_caption(image_id, index)
         text = _text(row.get("caption_tok"), "caption_tok", caption_id)
         return _Fields(image_id, file_name, caption_id, text, self._split(None))
 
@@ -413,10 +539,10 @@ class CocoCaptions(Reader):
             raise SourceFileError(f"{path} is not a COCO captions file: it needs 'images' and 'annotations' lists")
         for i, element in enumerate(document["images"]):
             source = f"{name}:images[{i}]"
-            yield _element("image", source, element, lambda e: self._image(e, source, i))
+            yield _element("image", source, element, lambda e: self._image(e, source, i))  # noqa: B023 (called at once by _element)
         for i, element in enumerate(document["annotations"]):
             source = f"{name}:annotations[{i}]"
-            yield _element("caption", source, element, lambda e: self._caption(e, source, i))
+            yield _element("caption", source, element, lambda e: self._caption(e, source, i))  # noqa: B023 (called at once by _element)
 
     def _image(self, element: dict[str, Any], source: str, position: int) -> ImageRecord:
         image_id = _id(_COCO.parse_image, _required(element, "id"), "id")
@@ -462,13 +588,13 @@ class KarpathyJson(Reader):
         caption_position = 0  # captions are numbered across the whole file
         for i, element in enumerate(document["images"]):
             source = f"{name}:images[{i}]"
-            image = _element("image", source, element, lambda e: self._image(e, source, i, dataset))
+            image = _element("image", source, element, lambda e: self._image(e, source, i, dataset))  # noqa: B023 (called at once by _element)
             yield image
             if isinstance(image, Rejected):
                 continue  # its sentences are inside the rejected record
             for j, sentence in enumerate(element["sentences"]):
                 at = f"{source}.sentences[{j}]"
-                yield _element("caption", at, sentence, lambda s: self._caption(s, at, j, caption_position, image, captions))
+                yield _element("caption", at, sentence, lambda s: self._caption(s, at, j, caption_position, image, captions))  # noqa: B023 (called at once by _element)
                 caption_position += 1
 
     def _image(self, element: dict[str, Any], source: str, position: int, dataset: str) -> ImageRecord:
@@ -488,7 +614,7 @@ class KarpathyJson(Reader):
         self, element: dict[str, Any], source: str, index: int, position: int, image: ImageRecord, captions: IdScheme
     ) -> CaptionRecord:
         if captions is _FLICKR:
-            caption_id = _FLICKR.caption(_FLICKR.caption_native(image.file_name, index))
+            caption_id = _flickr_caption(image.image_id, index)
         else:
             caption_id = _id(captions.parse_caption, _required(element, "sentid"), "sentid")
         raw = _text(element.get("raw"), "raw", caption_id)

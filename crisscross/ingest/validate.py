@@ -2,13 +2,19 @@
 
 Each function returns what it keeps and a :class:`Rejected` for everything it does not, so the
 quarantine accounts for every record.  Reason codes: ``null-text``, ``empty-text``,
-``duplicate-id``, ``unknown-image``, ``no-captions``.  Image files are checked but never
-rejected: an image without readable pixels stays an item, since text-only builds are legitimate.
+``text-too-long``, ``path-outside-images``, ``duplicate-id``, ``unknown-image``, ``no-captions``.
+Image files are checked but never rejected for their pixels: an image without readable pixels
+stays an item, since text-only builds are legitimate.  An image whose file name points outside the
+images folder is rejected, though (:func:`check_image_path`), so a source file can never make the
+pipeline open, read or publish the path of a file elsewhere on the machine or in the bucket.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 from pathlib import PurePosixPath
@@ -16,24 +22,33 @@ from typing import TypeVar
 
 from apache_beam.io.filesystems import FileSystems
 
-from crisscross.images import UnreadableImageError, image_size
+from crisscross.core.images import UnreadableImageError, image_size
+from crisscross.core.quarantine import Rejected, reject
 from crisscross.ingest.records import PIXELS_MISSING, PIXELS_OK, PIXELS_UNREADABLE, CaptionRecord, ImageRecord
-from crisscross.quarantine import Rejected, reject
 
 R = TypeVar("R", ImageRecord, CaptionRecord)
+
+DEFAULT_MAX_TEXT_LENGTH = 1000  # characters; the ingest param ``max_text_length`` (CxC captions are ~50)
 
 
 def _kind(record: ImageRecord | CaptionRecord) -> str:
     return "image" if isinstance(record, ImageRecord) else "caption"
 
 
-def check_caption_text(c: CaptionRecord) -> CaptionRecord | Rejected:
-    """Normalise whitespace (strip, collapse runs), so the same sentence always encodes the same."""
+def check_caption_text(c: CaptionRecord, max_length: int) -> CaptionRecord | Rejected:
+    """Normalise whitespace (strip, collapse runs), so the same sentence always encodes the same.
+
+    A text longer than ``max_length`` characters (code points, counted after normalisation) is
+    rejected as ``text-too-long``: rater pages, encoders and exports all assume a sentence.
+    """
     if c.text is None:
         return reject("caption", c.caption_id, "null-text", "the source gives no text for this caption", c.source, asdict(c))
     text = " ".join(c.text.split())
     if not text:
         return reject("caption", c.caption_id, "empty-text", f"text {c.text!r} is empty or only whitespace", c.source, asdict(c))
+    if len(text) > max_length:
+        detail = f"text is {len(text)} characters long, over the limit of {max_length} (ingest param max_text_length)"
+        return reject("caption", c.caption_id, "text-too-long", detail, c.source, asdict(c))
     return c if text == c.text else replace(c, text=text)
 
 
@@ -48,9 +63,7 @@ def first_of_duplicates(key: str, records: Iterable[R]) -> tuple[R, list[Rejecte
     if not ordered:
         raise ValueError(f"no records for key {key!r}")
     kept, *others = ordered
-    rejected = [
-        reject(_kind(r), key, "duplicate-id", f"{key} was already read at {kept.source}", r.source, asdict(r)) for r in others
-    ]
+    rejected = [reject(_kind(r), key, "duplicate-id", f"{key} was already read at {kept.source}", r.source, asdict(r)) for r in others]
     return kept, rejected
 
 
@@ -76,20 +89,79 @@ def join_image_and_captions(
 
 
 def _candidates(file_name: str) -> list[str]:
-    """Relative paths to try under the images directory: the name as given, then its base name."""
-    relative = file_name.strip().lstrip("/")
-    base = PurePosixPath(relative).name
-    return [name for name in dict.fromkeys([relative, base]) if name]
+    """Names to try in the images directory: the name as given, then its base name."""
+    given = file_name.strip()
+    base = PurePosixPath(given).name
+    return [name for name in dict.fromkeys([given, base]) if name]
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _path(images_dir: str, name: str) -> str:
+    """Where ``name`` points: itself when absolute (``/…`` or a URI), else joined to the folder."""
+    if name.startswith("/") or _SCHEME.match(name):
+        return name
+    return FileSystems.join(images_dir, name)
+
+
+def _resolved(path: str) -> str:
+    """The canonical form of ``path`` for the confinement test: ``os.path.realpath`` for a local
+    path (symlinks followed, so a link pointing elsewhere counts as elsewhere), lexical
+    normalisation for a URI (object stores have no symlinks, but ``..`` must not climb out)."""
+    scheme = _SCHEME.match(path)
+    if scheme is None:
+        return os.path.realpath(path)
+    rest = path[scheme.end() :]
+    return scheme.group(0) + posixpath.normpath("/" + rest).lstrip("/")
+
+
+def _is_inside(resolved: str, root: str) -> bool:
+    return resolved == root or resolved.startswith(root.rstrip("/") + "/")
+
+
+def _escape(file_name: str, images_dir: str) -> str | None:
+    """Why a candidate path of ``file_name`` leaves ``images_dir``, or ``None`` when none does."""
+    if "\0" in file_name:
+        return "it holds a NUL character, so it names no file"
+    root = _resolved(images_dir)
+    for name in _candidates(file_name):
+        target = _resolved(_path(images_dir, name))
+        if not _is_inside(target, root):
+            return f"{name!r} resolves to {target}"
+    return None
+
+
+def check_image_path(record: ImageRecord, images_dir: str | None) -> ImageRecord | Rejected:
+    """Refuse an image whose file name leaves the images folder (``path-outside-images``).
+
+    Every path :func:`check_image_file` would try (the name as given, its base name) is resolved
+    and must lie inside the resolved folder: ``../x.jpg``, an absolute name elsewhere, or a symlink
+    in the folder pointing out of it are refused, whether or not the file exists.  An absolute
+    name that resolves inside the folder is accepted.  ``None`` for ``images_dir`` checks nothing.
+    """
+    if images_dir is None:
+        return record
+    escape = _escape(record.file_name, images_dir)
+    if escape is None:
+        return record
+    detail = f"file_name {record.file_name!r} is outside the images folder {images_dir}: {escape}"
+    return reject("image", record.image_id, "path-outside-images", detail, record.source, asdict(record))
 
 
 def check_image_file(record: ImageRecord, images_dir: str | None) -> ImageRecord:
     """Record whether the image file is there and decodes (``pixels``, ``path``, size).
 
-    ``None`` for ``images_dir`` leaves the record unchecked.
+    ``None`` for ``images_dir`` leaves the record unchecked.  The record must have passed
+    :func:`check_image_path`: a file name leaving the folder raises ``ValueError`` here rather
+    than have a file outside it opened.
     """
     if images_dir is None:
         return record
-    found = (FileSystems.join(images_dir, name) for name in _candidates(record.file_name))
+    escape = _escape(record.file_name, images_dir)
+    if escape is not None:
+        raise ValueError(f"{record.image_id}: file_name {record.file_name!r} is outside {images_dir} ({escape}); check_image_path first")
+    found = (_path(images_dir, name) for name in _candidates(record.file_name))
     path = next((p for p in found if FileSystems.exists(p)), None)
     if path is None:
         return record.with_pixels(PIXELS_MISSING)

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import READERS, SourceFileError
 from crisscross.ingest.records import CaptionRecord, ImageRecord
-from crisscross.quarantine import Rejected
 
 
 def read(name: str, path: Path, **options: object) -> tuple[list[ImageRecord], list[CaptionRecord], list[Rejected]]:
@@ -393,12 +393,12 @@ def test_table_csv_with_caption_ids_and_bad_rows(tmp_path: Path) -> None:
     path = tmp_path / "coco.csv"
     path.write_bytes(
         b"image,cap,text,file\n"
-        b"COCO_val2014_000000391895.jpg,COCO_val2014:sentid:770337,\"A man,\nwith a helmet.\",a.jpg\n"  # lines 2-3
+        b'COCO_val2014_000000391895.jpg,COCO_val2014:sentid:770337,"A man,\nwith a helmet.",a.jpg\n'  # lines 2-3
         b"391895,770338,too,many,cells\n"  # line 4
         b"391895,770339,\xff\xfe,a.jpg\n"  # line 5
         b"391895,,no caption id,a.jpg\n"  # line 6
         b"\n"
-        b"391895,770340,\"a dog\"x\"\",a.jpg\n"  # line 8: quoting is lenient, kept as written
+        b'391895,770340,"a dog"x"",a.jpg\n'  # line 8: quoting is lenient, kept as written
         b"391895,770341,  spaced  ,a.jpg\n"  # line 9
     )
     columns = {"image_id": "image", "caption_id": "cap", "file_name": "file"}
@@ -420,7 +420,12 @@ def test_table_csv_with_caption_ids_and_bad_rows(tmp_path: Path) -> None:
 def test_table_default_namespace_and_missing_columns(tmp_path: Path) -> None:
     path = write_lines(
         tmp_path / "plain.jsonl",
-        [{"image_id": "img-a", "text": "one"}, {"image_id": "img-a"}, {"image_id": None, "text": "x"}, {"image_id": "img-b", "text": "two"}],
+        [
+            {"image_id": "img-a", "text": "one"},
+            {"image_id": "img-a"},
+            {"image_id": None, "text": "x"},
+            {"image_id": "img-b", "text": "two"},
+        ],
     )
     images, captions, rejected = read("table", path)
     assert [(i.image_id, i.file_name) for i in images] == [("ds:img:img-a", "img-a"), ("ds:img:img-b", "img-b")]

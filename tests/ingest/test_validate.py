@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import (
     PIXELS_MISSING,
@@ -18,8 +19,14 @@ from crisscross.ingest.records import (
     CaptionRecord,
     ImageRecord,
 )
-from crisscross.ingest.validate import check_caption_text, check_image_file, first_of_duplicates, join_image_and_captions
-from crisscross.quarantine import Rejected, count_reasons
+from crisscross.ingest.validate import (
+    DEFAULT_MAX_TEXT_LENGTH,
+    check_caption_text,
+    check_image_file,
+    check_image_path,
+    first_of_duplicates,
+    join_image_and_captions,
+)
 
 
 def caption(caption_id: str = "ds:cap:1", image_id: str = "ds:img:1", text: str | None = "a dog", position: int = 1) -> CaptionRecord:
@@ -31,15 +38,15 @@ def image(image_id: str = "ds:img:1", file_name: str = "1.jpg", position: int = 
 
 
 def test_check_caption_text() -> None:
-    assert check_caption_text(caption(text="  A  dog\t on\n a  mat .  ")).text == "A dog on a mat ."
+    assert check_caption_text(caption(text="  A  dog\t on\n a  mat .  "), 100).text == "A dog on a mat ."
     clean = caption(text="a dog")
-    assert check_caption_text(clean) is clean
-    null = check_caption_text(caption(text=None))
+    assert check_caption_text(clean, 100) is clean
+    null = check_caption_text(caption(text=None), 100)
     assert isinstance(null, Rejected)
     assert (null.kind, null.key, null.reason, null.source) == ("caption", "ds:cap:1", "null-text", "f.jsonl:1")
     assert json.loads(null.record)["text"] is None
     for blank in ("", "   ", "\t\n", "\u3000"):
-        rejected = check_caption_text(caption(text=blank))
+        rejected = check_caption_text(caption(text=blank), 100)
         assert isinstance(rejected, Rejected) and rejected.reason == "empty-text"
 
 
@@ -113,7 +120,7 @@ def validate_by_hand(items: list) -> tuple[list[ImageRecord], list[CaptionRecord
     images = [i for i in items if isinstance(i, ImageRecord)]
     captions = []
     for record in (i for i in items if isinstance(i, CaptionRecord)):
-        checked = check_caption_text(record)
+        checked = check_caption_text(record, DEFAULT_MAX_TEXT_LENGTH)
         (rejected if isinstance(checked, Rejected) else captions).append(checked)
 
     def dedup(records: list, key: str) -> list:
@@ -173,3 +180,93 @@ def test_duplicates_across_the_pipeline_steps(tmp_path: Path) -> None:
         ("empty-text", "dups.jsonl:3"),
         ("no-captions", "dups.jsonl:3"),
     ]
+
+
+# ---------------------------------------------------------------------------- hardening: text length, image paths
+
+
+def test_caption_text_length_limit() -> None:
+    assert DEFAULT_MAX_TEXT_LENGTH == 1000
+    at_limit = caption(text="a" * 1000)
+    assert check_caption_text(at_limit, 1000) is at_limit
+    over = check_caption_text(caption(text="a" * 1001), 1000)
+    assert isinstance(over, Rejected)
+    assert (over.kind, over.key, over.reason) == ("caption", "ds:cap:1", "text-too-long")
+    assert "1001 characters" in over.detail and "limit of 1000" in over.detail and "max_text_length" in over.detail
+    assert json.loads(over.record)["text"] == "a" * 1001  # the whole text stays in the quarantine
+    huge = check_caption_text(caption(text="word " * 4000), DEFAULT_MAX_TEXT_LENGTH)  # the 20,000-character caption
+    assert isinstance(huge, Rejected) and huge.reason == "text-too-long" and "19999 characters" in huge.detail
+    # Length is counted on the normalised text: padding whitespace does not push a caption over.
+    padded = check_caption_text(caption(text="  " + "b" * 10 + "   \n"), 10)
+    assert isinstance(padded, CaptionRecord) and padded.text == "b" * 10
+
+
+def outside(record: ImageRecord | Rejected) -> Rejected:
+    assert isinstance(record, Rejected), record
+    assert (record.kind, record.reason) == ("image", "path-outside-images")
+    return record
+
+
+@pytest.fixture
+def images_folder(tmp_path: Path) -> Path:
+    """``tmp_path/images`` holding ``a.jpg``, beside a ``secret/private.jpg`` it must not reach."""
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.jpg").write_bytes(b"not really a jpeg")
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "private.jpg").write_bytes(b"private")
+    return tmp_path / "images"
+
+
+def test_check_image_path_refuses_a_parent_directory(images_folder: Path) -> None:
+    for name in ("../secret/private.jpg", "../x.jpg", "sub/../../secret/private.jpg"):  # existing or not
+        rejected = outside(check_image_path(image(file_name=name), str(images_folder)))
+        assert rejected.key == "ds:img:1" and rejected.source == "f.jsonl:1"
+        assert repr(name) in rejected.detail and str(images_folder) in rejected.detail
+        assert json.loads(rejected.record)["file_name"] == name
+    kept = image(file_name="a.jpg")
+    assert check_image_path(kept, str(images_folder)) is kept
+    assert check_image_path(image(file_name="sub/../a.jpg"), str(images_folder)) == image(file_name="sub/../a.jpg")
+    assert check_image_path(image(file_name="../x.jpg"), None) == image(file_name="../x.jpg")  # no folder, nothing to confine
+
+
+def test_check_image_path_refuses_etc_passwd(images_folder: Path) -> None:
+    rejected = outside(check_image_path(image(file_name="../../../../etc/passwd"), str(images_folder)))
+    assert "'../../../../etc/passwd'" in rejected.detail
+    # Guarded twice: the file check refuses it too rather than open it.
+    with pytest.raises(ValueError, match="outside"):
+        check_image_file(image(file_name="../../../../etc/passwd"), str(images_folder))
+
+
+def test_check_image_path_absolute_names(images_folder: Path) -> None:
+    outside(check_image_path(image(file_name="/etc/passwd"), str(images_folder)))
+    outside(check_image_path(image(file_name=str(images_folder.parent / "secret" / "private.jpg")), str(images_folder)))
+    outside(check_image_path(image(file_name="/a.jpg"), str(images_folder)))  # no longer read as "a.jpg"
+    inside = image(file_name=str(images_folder / "a.jpg"))  # absolute, but resolves inside the folder
+    assert check_image_path(inside, str(images_folder)) is inside
+    assert check_image_file(inside, str(images_folder)).path == str(images_folder / "a.jpg")
+
+
+def test_check_image_path_follows_symlinks(images_folder: Path) -> None:
+    (images_folder / "link.jpg").symlink_to(images_folder.parent / "secret" / "private.jpg")
+    (images_folder / "escape").symlink_to(images_folder.parent / "secret", target_is_directory=True)
+    (images_folder / "alias.jpg").symlink_to(images_folder / "a.jpg")
+    rejected = outside(check_image_path(image(file_name="link.jpg"), str(images_folder)))
+    assert str(images_folder.parent / "secret" / "private.jpg") in rejected.detail  # where it really points
+    outside(check_image_path(image(file_name="escape/private.jpg"), str(images_folder)))
+    outside(check_image_path(image(file_name="val2014/link.jpg"), str(images_folder)))  # its base-name fallback escapes
+    with pytest.raises(ValueError, match="outside"):
+        check_image_file(image(file_name="link.jpg"), str(images_folder))
+    alias = image(file_name="alias.jpg")  # a link that stays inside is fine
+    assert check_image_path(alias, str(images_folder)) is alias
+    # The images folder itself may be a link: paths are compared after resolving both.
+    (images_folder.parent / "folder-link").symlink_to(images_folder, target_is_directory=True)
+    assert check_image_path(image(file_name="a.jpg"), str(images_folder.parent / "folder-link")) == image(file_name="a.jpg")
+
+
+def test_check_image_path_on_uris_is_lexical() -> None:
+    bucket = "gs://bucket/images"
+    assert check_image_path(image(file_name="val2014/a.jpg"), bucket) == image(file_name="val2014/a.jpg")
+    for name in ("../a.jpg", "val2014/../../other/a.jpg", "gs://other-bucket/a.jpg", "gs://bucket/images-2/a.jpg", "/etc/passwd"):
+        outside(check_image_path(image(file_name=name), bucket))
+    assert check_image_path(image(file_name="gs://bucket/images/a.jpg"), bucket) == image(file_name="gs://bucket/images/a.jpg")
+    outside(check_image_path(image(file_name="a\0.jpg"), bucket))

@@ -13,25 +13,33 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross import io
-from crisscross.providers import Panel, SimulateParams, load_cxc_release
-from crisscross.quarantine import RejectionError
-from pipelines import aggregate, annotate, embed, ingest, sample, similarity, tasks
+from crisscross.annotate.providers import Panel, SimulateParams, load_cxc_release
+from crisscross.core import io
+from crisscross.core.quarantine import RejectionError
+from crisscross.pipelines import aggregate, annotate, tasks
 
 SEED = 20260701
 
 
 @pytest.fixture(scope="module")
-def demo_round(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("round")
-    params = root / "params.json"
+def demo_round(demo_chain: Path) -> Path:
+    root = demo_chain
+    params = root / "round-params.json"
     params.write_text(json.dumps({"base": {"seed": SEED}}))
     p = ["--params", str(params)]
-    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(root / "items")])
-    embed.main(["--in", str(root / "items"), "--out", str(root / "embeddings"), *p])
-    similarity.main(["--in", str(root / "embeddings"), "--out", str(root / "similarity"), *p])
-    sample.main(["--in", str(root / "similarity"), "--items", str(root / "items"), "--out", str(root / "candidates"), *p])
-    tasks.main(["--in", str(root / "candidates"), "--items", str(root / "items"), "--embeddings", str(root / "embeddings"), "--out", str(root / "tasks"), *p])
+    tasks.main(
+        [
+            "--in",
+            str(root / "candidates"),
+            "--items",
+            str(root / "items"),
+            "--embeddings",
+            str(root / "embeddings"),
+            "--out",
+            str(root / "tasks"),
+            *p,
+        ]
+    )
     annotate.main(["--in", str(root / "tasks"), "--embeddings", str(root / "embeddings"), "--out", str(root / "judgments"), *p])
     aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
     return root
@@ -126,16 +134,23 @@ def test_people_files_with_bad_rows_are_quarantined_and_strict_fails(demo_round:
 
 @pytest.mark.parametrize(
     ("split", "rows", "positive_rows", "sis_items", "both_orders"),
-    [("test", {"STS": 44_045, "SIS": 46_719, "SITS": 44_833}, {"STS": 16_184, "SIS": 21_816, "SITS": 35_585}, 43_856, 2_863), ("val", {"STS": 44_009, "SIS": 42_767, "SITS": 44_722}, None, 40_514, 2_253)],
+    [
+        ("test", {"STS": 44_045, "SIS": 46_719, "SITS": 44_833}, {"STS": 16_184, "SIS": 21_816, "SITS": 35_585}, 43_856, 2_863),
+        ("val", {"STS": 44_009, "SIS": 42_767, "SITS": 44_722}, None, 40_514, 2_253),
+    ],
 )
-def test_cxc_release_replayed_through_import_and_aggregation(shared_data: Path, tmp_path: Path, split, rows, positive_rows, sis_items, both_orders) -> None:
+def test_cxc_release_replayed_through_import_and_aggregation(
+    shared_data: Path, tmp_path: Path, split, rows, positive_rows, sis_items, both_orders
+) -> None:
     release = load_cxc_release(shared_data / "cxc", split)
     assert release.rejected == []
     io.write_parquet(str(tmp_path / "tasks" / "tasks.parquet"), release.items)
     params = tmp_path / "params.json"
     params.write_text(json.dumps({"annotate": {"source": "replay", "replay_split": split}}))
     p = ["--params", str(params)]
-    collected = annotate.main(["--in", str(tmp_path / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(tmp_path / "judgments"), *p])
+    collected = annotate.main(
+        ["--in", str(tmp_path / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(tmp_path / "judgments"), *p]
+    )
     assert {k: v["judgments"] for k, v in collected["by_task_type"].items()} == rows
     assert collected["unjudged"] == 0 and collected["rejected_total"] == 0
     rated = aggregate.main(["--in", str(tmp_path / "judgments"), "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "rated"), *p])
@@ -149,5 +164,13 @@ def test_cxc_release_replayed_through_import_and_aggregation(shared_data: Path, 
     # the CxC-shaped output holds one row per pair, with the published ids and scores
     published = pd.read_csv(shared_data / "cxc" / f"sts_{split}.csv")
     ours = pd.read_csv(tmp_path / "rated" / "sts.csv")
-    key = lambda f: set(zip(f[["caption1", "caption2"]].min(axis=1), f[["caption1", "caption2"]].max(axis=1), f.agg_score.round(4), f.sampling_method, strict=True))
+    key = lambda f: set(
+        zip(
+            f[["caption1", "caption2"]].min(axis=1),
+            f[["caption1", "caption2"]].max(axis=1),
+            f.agg_score.round(4),
+            f.sampling_method,
+            strict=True,
+        )
+    )
     assert key(ours) == key(published)

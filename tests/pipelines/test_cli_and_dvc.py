@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
-from crisscross.embeddings import EmbeddingSet
-from pipelines.cli import main
+from crisscross.embed.sets import EmbeddingSet
+from crisscross.pipelines.cli import main
 
 PROJECT = Path(__file__).resolve().parents[2]
 STAGES = ("ingest", "embed", "similarity", "sample", "tasks", "annotate", "aggregate", "evaluate")
@@ -31,8 +32,8 @@ def test_unknown_stage_and_user_errors_are_one_line_messages(tmp_path: Path, cap
     assert "unknown stage 'no-such-stage'" in capsys.readouterr().err
     params = tmp_path / "p.yaml"
     params.write_text("ingest:\n  reader: nope\n")
-    assert main(["ingest", "--in", "x.jsonl", "--out", str(tmp_path / "o"), "--params", str(params)]) == 1
-    assert "unknown reader 'nope'; known: coco-captions" in capsys.readouterr().err
+    assert main(["ingest", "--in", "x.jsonl", "--out", str(tmp_path / "o"), "--params", str(params)]) == 2
+    assert "p.yaml: ingest.reader must be one of ['coco-captions'" in capsys.readouterr().err
 
 
 def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
@@ -43,7 +44,11 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
         (clone / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT / name, clone / name)
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"]):
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
+    ):
         subprocess.run(command, cwd=clone, check=True, env=env)
     (clone / "dvc.lock").unlink(missing_ok=True)
     run = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
@@ -59,3 +64,135 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
     assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
     again = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
     assert "didn't change, skipping" in again.stdout
+
+
+# --------------------------------------------------------------------------- params and errors a person reads
+
+PARAMS_CASES = {
+    "misspelt-section": ("similarty:\n  k: 5\n", "unknown params section(s) ['similarty']; known: ['base', 'data', 'aggregate'"),
+    "k-zero": ("similarity:\n  k: 0\n", "similarity.k must be >= 1, got 0"),
+    "k-negative": ("similarity:\n  k: -3\n", "similarity.k must be >= 1, got -3"),
+    "k-not-a-number": ("similarity:\n  k: many\n", "similarity.k must be an integer, got 'many'"),
+    "quantile-above-one": ("tasks:\n  negative_quantile: 1.5\n", "tasks.negative_quantile must be > 0.0 and < 1.0, got 1.5"),
+    "bool-as-text": ("sample:\n  allow_cross_method: 'no'\n", "sample.allow_cross_method must be true or false"),
+    "enum": ("annotate:\n  source: people\n", "annotate.source must be one of ['import', 'replay', 'simulate'], got 'people'"),
+    "list-element": ("evaluate:\n  ks: [1, 0]\n", "evaluate.ks[1] must be >= 1, got 0"),
+    "seed": ("base:\n  seed: -1\n", "base.seed must be >= 0"),
+    "not-yaml": ("similarity:\n  k: [1\n", "p.yaml:3: not valid YAML"),
+    "not-a-mapping": ("- 1\n- 2\n", "params must be a mapping of sections"),
+}
+STAGE_OF_CASE = {
+    "k-zero": "similarity",
+    "k-negative": "similarity",
+    "k-not-a-number": "similarity",
+    "quantile-above-one": "tasks",
+    "bool-as-text": "sample",
+    "enum": "annotate",
+    "list-element": "evaluate",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARAMS_CASES), ids=sorted(PARAMS_CASES))
+def test_params_mistakes_are_one_line_with_the_dotted_key(case: str, tmp_path: Path) -> None:
+    text, expected = PARAMS_CASES[case]
+    params = tmp_path / "p.yaml"
+    params.write_text(text)
+    stage = STAGE_OF_CASE.get(case, "similarity")
+    extra = {"tasks": ["--items", "x", "--embeddings", "y"], "sample": ["--items", "x"], "evaluate": ["--items", "x", "--truth", "coco"]}
+    run = subprocess.run(
+        [
+            "crisscross",
+            stage,
+            "--in",
+            str(tmp_path / "missing"),
+            "--out",
+            str(tmp_path / "out"),
+            "--params",
+            str(params),
+            *extra.get(stage, []),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_input_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    command = [
+        "crisscross",
+        "ingest",
+        "--in",
+        str(tmp_path / "nowhere.jsonl"),
+        "--out",
+        str(tmp_path / "items"),
+        "--params",
+        str(PROJECT / "params.yaml"),
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, check=False, cwd=PROJECT)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [run.stderr.strip()] and "nowhere.jsonl" in run.stderr, run.stderr
+    debug = subprocess.run([*command, "--debug"], capture_output=True, text=True, check=False, cwd=PROJECT)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def _one_line_error(command: list[str]) -> str:
+    run = subprocess.run(command, capture_output=True, text=True, check=False, cwd=PROJECT)
+    assert run.returncode == 2, run.stdout + run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    return lines[0]
+
+
+def test_errors_raised_inside_a_pipeline_step_are_one_line(demo_chain: Path, tmp_path: Path) -> None:
+    """A GoldError (raised in a Beam step, which appends the worker traceback) and a truncated
+    Label Studio export each end the command with their own first line."""
+    params = tmp_path / "p.yaml"
+    params.write_text("tasks:\n  negative_quantile: 0.1\n")  # too few far-apart SIS pairs on the demo
+    line = _one_line_error(
+        ["crisscross", "tasks", "--in", str(demo_chain / "candidates"), "--items", str(demo_chain / "items"),
+         "--embeddings", str(demo_chain / "embeddings"), "--out", str(tmp_path / "tasks"), "--params", str(params)]
+    )  # fmt: skip
+    assert "known negatives" in line or "negative" in line, line
+    assert not (tmp_path / "tasks").exists()
+    export = tmp_path / "export.json"
+    export.write_text('[{"id": 1, "annotations": [{"result": [')
+    params.write_text("annotate:\n  source: import\n  format: label-studio\n")
+    tasks_dir = tmp_path / "tasks-ok"
+    subprocess.run(
+        ["crisscross", "tasks", "--in", str(demo_chain / "candidates"), "--items", str(demo_chain / "items"),
+         "--embeddings", str(demo_chain / "embeddings"), "--out", str(tasks_dir), "--params", str(PROJECT / "params.yaml")],
+        check=True, capture_output=True, cwd=PROJECT,
+    )  # fmt: skip
+    line = _one_line_error(
+        [
+            "crisscross",
+            "annotate",
+            "--in",
+            str(tasks_dir),
+            "--judgments",
+            str(export),
+            "--out",
+            str(tmp_path / "j"),
+            "--params",
+            str(params),
+        ]
+    )
+    assert "export.json" in line and "JSON" in line, line
+
+
+def test_an_empty_source_and_a_missing_images_folder_are_warnings(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    run = subprocess.run(
+        ["crisscross", "ingest", "--in", str(empty), "--images", str(tmp_path / "no-such-folder"), "--out", str(tmp_path / "items"),
+         "--params", str(PROJECT / "params.yaml")],
+        capture_output=True, text=True, check=True, cwd=PROJECT,
+    )  # fmt: skip
+    assert "WARNING" in run.stdout and "no-such-folder does not exist" in run.stdout and "holds no records" in run.stdout
+    report = yaml.safe_load((tmp_path / "items" / "report.json").read_text())
+    assert len(report["warnings"]) == 2

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.embeddings import EmbeddingSet, set_dir
-from pipelines import embed, ingest
-from pipelines.stage import parse_args
+from crisscross.embed.sets import EmbeddingSet, set_dir
+from crisscross.pipelines import embed, ingest
+from crisscross.pipelines.stage import parse_args
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,9 @@ def photo_items(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     photos = shared_data / "coco-images" / "karpathy-test"
     names = {p.name for p in photos.glob("*.jpg")}
     root = tmp_path_factory.mktemp("photos")
-    lines = [line for line in (shared_data / "coco-karpathy" / "test5k.jsonl").read_text().splitlines() if json.loads(line)["file_name"] in names]
+    lines = [
+        line for line in (shared_data / "coco-karpathy" / "test5k.jsonl").read_text().splitlines() if json.loads(line)["file_name"] in names
+    ]
     (root / "captions.jsonl").write_text("\n".join(lines) + "\n")
     ingest.main(["--in", str(root / "captions.jsonl"), "--images", str(photos), "--out", str(root / "items")])
     return root / "items"
@@ -54,7 +56,9 @@ def test_every_encoder_embeds_the_real_photos_and_captions(photo_items: Path, tm
     bad = np.full((3, 8), 1.0, np.float32)
     bad[0, 2] = np.nan
     text_file = tmp_path / "text.npz"
-    np.savez(text_file, ids=np.array([*published, "COCO_val2014:sentid:1", published[0], "not an id"]), vectors=np.vstack([text_vectors, bad]))
+    np.savez(
+        text_file, ids=np.array([*published, "COCO_val2014:sentid:1", published[0], "not an id"]), vectors=np.vstack([text_vectors, bad])
+    )
     # Precomputed image vectors for all but the first image, keyed by COCO file names.
     image_vectors = rng.normal(size=(len(images) - 1, 4)).astype(np.float32)
     image_file = tmp_path / "images.parquet"
@@ -142,7 +146,10 @@ def test_same_output_bytes_on_rerun_and_with_two_worker_processes(demo_dir: Path
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file() and p.name != "report.json")
     assert len(files) == 3 * 5 + 2
     for other in ("b", "c"):
-        assert sorted(p.relative_to(tmp_path / other) for p in (tmp_path / other).rglob("*") if p.is_file() and p.name != "report.json") == files
+        assert (
+            sorted(p.relative_to(tmp_path / other) for p in (tmp_path / other).rglob("*") if p.is_file() and p.name != "report.json")
+            == files
+        )
         for name in files:
             assert (tmp_path / "a" / name).read_bytes() == (tmp_path / other / name).read_bytes(), (other, name)
 
@@ -162,7 +169,12 @@ def test_embed_pipeline_translates_for_dataflow_without_credentials(demo_dir: Pa
         "--sdk_location=container",
     ]
     params = write_params(tmp_path / "p.json", ["bow-glove50"], ["efficientnet-lite0"])
-    stage = parse_args("embed", "", ["--in", str(tmp_path / "items"), "--out", "gs://crisscross-test/out", "--params", str(params), *options], embed.DEFAULTS)
+    stage = parse_args(
+        "embed",
+        "",
+        ["--in", str(tmp_path / "items"), "--out", "gs://crisscross-test/out", "--params", str(params), *options],
+        embed.EmbedSettings,
+    )
     pipeline = beam.Pipeline(options=PipelineOptions(stage.beam_args))
     embed.build(pipeline, stage.out, stage)
     result = pipeline.run()
@@ -171,5 +183,7 @@ def test_embed_pipeline_translates_for_dataflow_without_credentials(demo_dir: Pa
     for step in ("Embed[text:bow-glove50]/Encode", "Embed[image:efficientnet-lite0]/Encode", "WriteQuarantine"):
         assert step in steps, step
     # Through the command line the dry run writes nothing.
-    assert embed.main(stage_argv := ["--in", str(tmp_path / "items"), "--out", str(tmp_path / "out"), "--params", str(params), *options]) == {}
+    assert (
+        embed.main(stage_argv := ["--in", str(tmp_path / "items"), "--out", str(tmp_path / "out"), "--params", str(params), *options]) == {}
+    )
     assert not (tmp_path / "out").exists() and stage_argv

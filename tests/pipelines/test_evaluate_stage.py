@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.embeddings import EmbeddingSet
-from crisscross.evaluation import ALL, FOLDS
-from pipelines import embed, evaluate, ingest
-from pipelines.cli import main as cli
+from crisscross.embed.sets import EmbeddingSet
+from crisscross.evaluate.protocol import ALL, FOLDS
+from crisscross.evaluate.tables import read_labels
+from crisscross.pipelines import embed, evaluate, ingest
+from crisscross.pipelines.cli import main as cli
 
 
 def run(tmp: Path, embeddings: Path, items: Path, truths: list[str], models: dict, name: str, *extra: str) -> dict:
@@ -104,19 +105,31 @@ def test_score_matrix_model_on_eccv_and_outputs(demo_build: Path, tmp_path: Path
 def test_guards_reach_the_user_as_one_line_errors(demo_build: Path, tmp_path: Path, capsys) -> None:
     params = tmp_path / "p.json"
     params.write_text(json.dumps({"evaluate": {"models": {"bad": {"source": "score-matrix", "path": str(demo_build / "transposed.npz")}}}}))
-    base = ["evaluate", "--in", str(demo_build / "embeddings"), "--items", str(demo_build / "items"), "--truth", "coco", "--params", str(params)]
-    with pytest.raises(ValueError, match="looks transposed"):
-        cli([*base, "--out", str(tmp_path / "t")])
+    base = [
+        "evaluate",
+        "--in",
+        str(demo_build / "embeddings"),
+        "--items",
+        str(demo_build / "items"),
+        "--truth",
+        "coco",
+        "--params",
+        str(params),
+    ]
+    assert cli([*base, "--out", str(tmp_path / "t")]) == 2
+    assert "transposed.npz: score matrix of model 'bad' has shape" in (err := capsys.readouterr().err) and "looks transposed" in err
     params.write_text(json.dumps({"evaluate": {"models": {"use": {"text": "use-m3"}}}}))
-    assert cli([*base, "--out", str(tmp_path / "u")]) == 1
+    assert cli([*base, "--out", str(tmp_path / "u")]) == 2
     assert "no embedding set" in capsys.readouterr().err
     # a model missing one caption of the gallery is refused, not scored on a smaller gallery
     captions = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "captions")
     partial = tmp_path / "partial.npz"
     images = EmbeddingSet.read(demo_build / "embeddings" / "text" / "bow-glove50" / "cocaption_mean").ids
-    np.savez(partial, scores=np.zeros((len(images), len(captions.ids) - 1)), image_ids=np.array(images), caption_ids=np.array(captions.ids[1:]))
+    np.savez(
+        partial, scores=np.zeros((len(images), len(captions.ids) - 1)), image_ids=np.array(images), caption_ids=np.array(captions.ids[1:])
+    )
     params.write_text(json.dumps({"evaluate": {"models": {"partial": {"source": "score-matrix", "path": str(partial)}}}}))
-    assert cli([*base, "--out", str(tmp_path / "p")]) == 1
+    assert cli([*base, "--out", str(tmp_path / "p")]) == 2
     assert "has no cap vector for 1 of the 485 gallery items" in capsys.readouterr().err
 
 
@@ -132,7 +145,9 @@ def test_labels_and_bison_tables_from_csv(demo_build: Path, tmp_path: Path) -> N
     triples = [f"{c},{owner[c]},{next(i for i in images if i != owner[c])}" for c in captions[:20]]
     bison.write_text("caption,target,decoy\n" + "\n".join(triples) + "\nnot-an-id,coco:img:1,coco:img:2\n")
     models = {"proxy": {"source": "score-matrix", "path": str(demo_build / "proxy.npz")}}
-    metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], models, "lb", "--labels", str(labels), "--bison", str(bison))
+    metrics = run(
+        tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], models, "lb", "--labels", str(labels), "--bison", str(bison)
+    )
     coco = metrics["results"]["proxy"]["coco"][ALL]
     assert set(coco["PMRP@zeta=0"]) == {"i2t", "t2i"} and 0 < coco["PMRP@zeta=1"]["i2t"] <= 1
     assert coco["triples"]["bison"] == 20 and 0.5 < coco["accuracy"]["bison"] <= 1
@@ -141,4 +156,4 @@ def test_labels_and_bison_tables_from_csv(demo_build: Path, tmp_path: Path) -> N
     # a CSV whose labels are all single numbers (and one class 0) is still read as text
     single = tmp_path / "single.csv"
     single.write_text("image_id,labels\ncoco:img:1,0\ncoco:img:2,7\n")
-    assert evaluate.read_labels(str(single)) == ({"coco:img:1": (0,), "coco:img:2": (7,)}, [])
+    assert read_labels(str(single)) == ({"coco:img:1": (0,), "coco:img:2": (7,)}, [])

@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.quarantine import RejectionError
-from pipelines import ingest
+from crisscross.core.errors import ParamError
+from crisscross.core.quarantine import RejectionError
+from crisscross.pipelines import ingest
 
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
 
@@ -72,5 +73,62 @@ def test_same_input_gives_the_same_bytes(demo_dir: Path, tmp_path: Path):
 def test_unknown_params_key_is_refused(demo_dir: Path, tmp_path: Path):
     params = tmp_path / "params.yaml"
     params.write_text("ingest:\n  readr: table\n")
-    with pytest.raises(SystemExit, match="unknown ingest params \\['readr'\\]"):
+    with pytest.raises(ParamError, match="unknown ingest params \\['readr'\\]"):
         run(demo_dir / "captions.jsonl", tmp_path / "items", "--params", str(params))
+
+
+# ---------------------------------------------------------------------------- hardening: image paths, text length
+
+
+def karpathy_line(image_id: int, caption_id: int, text: str, file_name: str) -> str:
+    return json.dumps({"image_id": image_id, "file_name": file_name, "caption_id": caption_id, "caption_tok": text, "caption_raw": None})
+
+
+def test_paths_outside_the_images_folder_and_long_texts_are_quarantined(test_photos: Path, tmp_path: Path):
+    images = tmp_path / "images"
+    images.mkdir()
+    photo = sorted(test_photos.glob("*.jpg"))[0]
+    (images / "COCO_val2014_000000000001.jpg").write_bytes(photo.read_bytes())
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "private.jpg").write_bytes(photo.read_bytes())  # a real image, so only confinement stops it
+    source = tmp_path / "captions.jsonl"
+    lines = [
+        karpathy_line(1, 10, "a dog on a mat .", "COCO_val2014_000000000001.jpg"),
+        karpathy_line(1, 11, "x" * 20000, "COCO_val2014_000000000001.jpg"),
+        karpathy_line(2, 20, "a private photo .", "../secret/private.jpg"),
+        karpathy_line(3, 30, "the password file .", "../../../../etc/passwd"),
+    ]
+    source.write_text("\n".join(lines) + "\n")
+    params = tmp_path / "params.yaml"
+    params.write_text("ingest:\n  max_text_length: 1000\n")
+    out = tmp_path / "items"
+    report = run(source, out, "--images", str(images), "--params", str(params))
+
+    rows = pq.read_table(out / "images.parquet").to_pylist()
+    assert [(r["image_id"], r["pixels"], r["n_captions"]) for r in rows] == [("coco:img:1", "ok", 1)]
+    assert not any("secret" in r["path"] or "passwd" in r["path"] for r in rows)
+    assert pq.read_table(out / "captions.parquet").column("caption_id").to_pylist() == ["coco:cap:10"]
+    quarantine = {(r["kind"], r["key"]): r for r in pq.read_table(out / "quarantine.parquet").to_pylist()}
+    assert {key: r["reason"] for key, r in quarantine.items()} == {
+        ("image", "coco:img:2"): "path-outside-images",
+        ("image", "coco:img:3"): "path-outside-images",
+        ("caption", "coco:cap:11"): "text-too-long",
+        ("caption", "coco:cap:20"): "unknown-image",  # the captions of a refused image are not kept either
+        ("caption", "coco:cap:30"): "unknown-image",
+    }
+    private = quarantine[("image", "coco:img:2")]
+    assert "'../secret/private.jpg'" in private["detail"] and str(images) in private["detail"]
+    assert private["source"] == "captions.jsonl:3"
+    assert "20000 characters" in quarantine[("caption", "coco:cap:11")]["detail"]
+    assert report["rejected"] == {
+        "caption": {"text-too-long": 1, "unknown-image": 2},
+        "image": {"path-outside-images": 2},
+    }
+
+
+def test_max_text_length_must_be_a_positive_integer(demo_dir: Path, tmp_path: Path):
+    params = tmp_path / "params.yaml"
+    params.write_text("ingest:\n  max_text_length: 0\n")
+    with pytest.raises(ParamError, match="ingest.max_text_length must be >= 1, got 0"):
+        run(demo_dir / "captions.jsonl", tmp_path / "items", "--params", str(params))
+    assert not (tmp_path / "items").exists()

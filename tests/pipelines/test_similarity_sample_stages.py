@@ -10,13 +10,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crisscross.embeddings import EmbeddingSet
-from crisscross.ids import CocoIdScheme
-from pipelines import sample, similarity
+from crisscross.core.ids import CocoIdScheme
+from crisscross.embed.sets import EmbeddingSet
+from crisscross.pipelines import sample, similarity
 
 
 def test_neighbour_lists_are_exact_and_cover_what_has_vectors(karpathy_test: Path):
-    for space, rows in (("text/use-m3/cocaption_mean", 5000), ("text/bow-glove50/cocaption_mean", 5000), ("image/efficientnet-lite0/images", 370)):
+    for space, rows in (
+        ("text/use-m3/cocaption_mean", 5000),
+        ("text/bow-glove50/cocaption_mean", 5000),
+        ("image/efficientnet-lite0/images", 370),
+    ):
         table = pq.read_table(karpathy_test / "similarity" / space / "neighbours.parquet").to_pandas()
         assert len(table) == rows * 25 and table.query_id.nunique() == rows
         assert (table.query_id != table.neighbour_id).all()
@@ -79,7 +83,18 @@ def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, tmp_path:
     params = ["--params", str(karpathy_test / "params.json")]
     multi = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
     similarity.main(["--in", str(karpathy_test / "embeddings"), "--out", str(tmp_path / "similarity"), *params, *multi])
-    sample.main(["--in", str(tmp_path / "similarity"), "--items", str(karpathy_test / "items"), "--out", str(tmp_path / "candidates"), *params, *multi])
+    sample.main(
+        [
+            "--in",
+            str(tmp_path / "similarity"),
+            "--items",
+            str(karpathy_test / "items"),
+            "--out",
+            str(tmp_path / "candidates"),
+            *params,
+            *multi,
+        ]
+    )
     for stage in ("similarity", "candidates"):
         ours = sorted(p.relative_to(karpathy_test / stage) for p in (karpathy_test / stage).rglob("*") if p.is_file())
         assert ours == sorted(p.relative_to(tmp_path / stage) for p in (tmp_path / stage).rglob("*") if p.is_file())

@@ -1,0 +1,60 @@
+"""What raters can be shown: caption texts and the image files of images with pixels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from crisscross.core import io
+from crisscross.core.ids import CAPTION_KIND, split_id
+from crisscross.ingest.records import PIXELS_OK
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What raters can be shown: caption texts, and image paths or URIs of images with pixels.
+
+    Built from the ingest tables; ``problem`` says why an id cannot be shown (stable codes).
+    """
+
+    texts: Mapping[str, str]  # caption id → text
+    image_of: Mapping[str, str]  # caption id → the image it describes
+    paths: Mapping[str, str]  # image id → path or URI (images whose pixels are "ok")
+    pixels: Mapping[str, str]  # image id → pixels status, for every image in the table
+
+    @classmethod
+    def from_tables(cls, captions: pa.Table, images: pa.Table) -> Catalog:
+        caption_rows = captions.select(["caption_id", "image_id", "text"]).to_pylist()
+        image_rows = images.select(["image_id", "path", "pixels"]).to_pylist()
+        return cls(
+            texts={r["caption_id"]: r["text"] for r in caption_rows if r["text"]},
+            image_of={r["caption_id"]: r["image_id"] for r in caption_rows},
+            paths={r["image_id"]: r["path"] for r in image_rows if r["pixels"] == PIXELS_OK and r["path"]},
+            pixels={r["image_id"]: r["pixels"] for r in image_rows},
+        )
+
+    def problem(self, value: str) -> tuple[str, str] | None:
+        """(reason, detail) when ``value`` cannot be shown to raters, else None."""
+        kind = split_id(value)[1]
+        if kind == CAPTION_KIND:
+            return None if value in self.texts else ("unknown-id", f"caption {value} is not in the captions table (or has no text)")
+        if value not in self.pixels:
+            return "unknown-id", f"image {value} is not in the images table"
+        if value not in self.paths:
+            return "no-pixels", f"image {value} has pixels {self.pixels[value]!r}, so raters cannot see it"
+        return None
+
+    def showable(self, kind: str) -> list[str]:
+        """Every id of one kind that raters can be shown, sorted."""
+        return sorted(self.texts if kind == CAPTION_KIND else self.paths)
+
+    def image(self, value: str) -> str:
+        """The image behind an id: itself for images, the described image for captions."""
+        return self.image_of.get(value, value) if split_id(value)[1] == CAPTION_KIND else value
+
+
+def load_catalog(items: str) -> Catalog:
+    """The catalog of an ingest output folder (caption texts, image paths)."""
+    return Catalog.from_tables(io.read_parquet(io.join(items, "captions.parquet")), io.read_parquet(io.join(items, "images.parquet")))

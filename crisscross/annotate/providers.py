@@ -1,0 +1,581 @@
+"""Providers: fill the annotation step without people, from earlier judgments or a simulated panel.
+
+A provider is called with a tasks table (:data:`~crisscross.annotate.schema.TASKS_SCHEMA`, one row per
+item and batch) and returns :class:`Provided`: the judgments it could give
+(:data:`~crisscross.annotate.schema.JUDGMENTS_SCHEMA`, sorted by item, batch, worker) and the task rows
+it could not judge, each with a reason (:data:`UNJUDGED_SCHEMA`: a tasks table plus ``reason`` and
+``detail``, so it can go straight to people).  The annotate stage picks them by name through
+:data:`crisscross.annotate.sources.JUDGMENT_SOURCES`:
+
+``replay`` — :class:`Replay` (``judgments=``)
+    Judgments made before, found by item: symmetric types (STS, SIS) by unordered pair, so a pair
+    judged in either order is found and never sent to raters twice.
+``simulate`` — :func:`simulate_from_embeddings` (``embeddings=, encoder=, seed=, params=``)
+    A seeded rater panel (:class:`Simulate`) for dry runs and budgeting; every row it writes is
+    marked ``simulated``.
+
+:func:`load_cxc_release` reads the published CxC release as items and judgments for ``replay``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from crisscross.annotate.schema import (
+    JUDGMENTS_SCHEMA,
+    NOT_GOLD,
+    POSITIVE_THRESHOLDS,
+    RATING_TYPES,
+    SCORE_MAX,
+    SCORE_MIN,
+    SIS,
+    SITS,
+    SOURCE_REPLAY,
+    SOURCE_SIMULATED,
+    STS,
+    TASK_TYPE_INFO,
+    TASK_TYPES,
+    TASKS_SCHEMA,
+    VERIFY,
+    VERIFY_ANSWERS,
+    item_id,
+    ordered_pair,
+    threshold_votes,
+)
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.core.rng import generator
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
+from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
+
+TableLike = pa.Table | pd.DataFrame
+
+NO_JUDGMENT = "no-judgment"  # replay: the source never judged this item
+NO_VECTOR = "no-vector"  # simulate: an id has no usable vector in the reference set
+
+UNJUDGED_SCHEMA = pa.schema([*TASKS_SCHEMA, pa.field("reason", pa.string()), pa.field("detail", pa.string())])
+
+# Judgments are written in this order, so the bytes do not depend on input row order.
+_JUDGMENT_ORDER = ("item_id", "batch_id", "worker", "score", "answer", "seconds", "time", "source")
+
+
+class Provided(NamedTuple):
+    """What a provider returns: the judgments it gave and the task rows it could not judge."""
+
+    judgments: pa.Table  # JUDGMENTS_SCHEMA, sorted
+    unjudged: pa.Table  # UNJUDGED_SCHEMA, sorted by batch and item
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _frame(table: TableLike, schema: pa.Schema, what: str) -> pd.DataFrame:
+    """The schema's columns of a pyarrow table or pandas frame, cast to the schema, as pandas."""
+    names = table.column_names if isinstance(table, pa.Table) else [str(c) for c in table.columns]
+    missing = [n for n in schema.names if n not in names]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}; it has {sorted(names)}")
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table[schema.names], preserve_index=False)
+    return table.select(schema.names).cast(schema).to_pandas()
+
+
+def _pair_keys(frame: pd.DataFrame, what: str) -> list[str]:
+    """``item_id`` recomputed from each row's task type and ids (unordered for symmetric types)."""
+    nulls = {c: int(n) for c in ("task_type", "id_a", "id_b") if (n := frame[c].isna().sum())}
+    if nulls:
+        raise ValueError(f"{what} has null values (column: rows) {nulls}")
+    unknown = frame.loc[~frame["task_type"].isin(TASK_TYPES), "task_type"]
+    if len(unknown):
+        raise ValueError(
+            f"{what} has {len(unknown)} rows of unknown task types {sorted(map(str, set(unknown)))}; known: {', '.join(TASK_TYPES)}"
+        )
+    return [item_id(t, a, b) for t, a, b in zip(frame["task_type"], frame["id_a"], frame["id_b"], strict=True)]
+
+
+def _tasks(tasks: TableLike) -> pd.DataFrame:
+    """The tasks table checked: required values present, ``item_id`` consistent, one row per item and batch."""
+    frame = _frame(tasks, TASKS_SCHEMA, "tasks table")
+    nulls = {c: int(n) for c in ("item_id", "batch_id") if (n := frame[c].isna().sum())}
+    if nulls:
+        raise ValueError(f"tasks table has null values (column: rows) {nulls}")
+    keys = _pair_keys(frame, "tasks table")
+    wrong = np.flatnonzero(frame["item_id"].to_numpy() != np.asarray(keys, dtype=object))
+    if wrong.size:
+        i = int(wrong[0])
+        raise ValueError(
+            f"tasks table has {wrong.size} rows whose item_id is not item_id(task_type, id_a, id_b), "
+            f"first at row {i}: {frame['item_id'].iat[i]!r}, expected {keys[i]!r}"
+        )
+    repeated = frame.duplicated(["item_id", "batch_id"])
+    if repeated.any():
+        first = frame[repeated].iloc[0]
+        raise ValueError(
+            f"tasks table lists {int(repeated.sum())} items twice in one batch, first {first['item_id']!r} in batch {first['batch_id']!r}"
+        )
+    return frame
+
+
+def _judgments_table(frame: pd.DataFrame) -> pa.Table:
+    table = pa.Table.from_pandas(frame[JUDGMENTS_SCHEMA.names], schema=JUDGMENTS_SCHEMA, preserve_index=False)
+    return table.sort_by([(c, "ascending") for c in _JUDGMENT_ORDER])
+
+
+def unjudged_table(frame: pd.DataFrame, reason: str, details: list[str]) -> pa.Table:
+    rows = frame.assign(reason=reason, detail=details)[UNJUDGED_SCHEMA.names]
+    table = pa.Table.from_pandas(rows, schema=UNJUDGED_SCHEMA, preserve_index=False)
+    return table.sort_by([("batch_id", "ascending"), ("item_id", "ascending")])
+
+
+# --------------------------------------------------------------------------- replay
+
+
+class Replay:
+    """The ``replay`` provider: judgments made before, re-labelled ``source = replay``.
+
+    Source rows are matched to tasks by ``item_id`` recomputed from their task type and ids, so a
+    symmetric pair written in the other order is still found.  Each replayed row takes the task's
+    ``item_id``, ``id_a``, ``id_b`` and batch; an item listed in several batches (e.g. gold
+    controls) receives each source row once, in the source row's batch when the item is in it,
+    else in the item's first batch, so no judgment is replayed twice.  Worker, score, answer,
+    seconds, time and ``simulated`` are kept: replayed simulated rows stay marked simulated.
+    """
+
+    def __init__(self, judgments: TableLike) -> None:
+        source = _frame(judgments, JUDGMENTS_SCHEMA, "replay judgments")
+        self._source = source.assign(key=_pair_keys(source, "replay judgments"))
+
+    def __call__(self, tasks: TableLike) -> Provided:
+        frame = _tasks(tasks)
+        judged = frame["item_id"].isin(set(self._source["key"]))
+        found = self._source[self._source["key"].isin(set(frame["item_id"]))]
+        in_tasks = set(zip(frame["item_id"], frame["batch_id"], strict=True))
+        first_batch = frame.groupby("item_id")["batch_id"].min()
+        batch = [b if (k, b) in in_tasks else first_batch[k] for k, b in zip(found["key"], found["batch_id"], strict=True)]
+        replayed = (
+            found.drop(columns=["item_id", "task_type", "id_a", "id_b", "batch_id", "source"])
+            .assign(item_id=found["key"], batch_id=batch, source=SOURCE_REPLAY)
+            .merge(
+                frame[["item_id", "batch_id", "task_type", "id_a", "id_b"]],
+                on=["item_id", "batch_id"],
+                how="left",
+                validate="many_to_one",
+            )
+        )
+        missing = frame[~judged]
+        detail = f"no judgment of this item (in either order) among {len(self._source)} replay rows"
+        return Provided(_judgments_table(replayed), unjudged_table(missing, NO_JUDGMENT, [detail] * len(missing)))
+
+
+# --------------------------------------------------------------------------- CxC release
+
+CXC_WORKER = "cxc-release"
+
+
+class CxcRelease(NamedTuple):
+    """A CxC release split as replayable items and judgments, and every row that was not kept."""
+
+    items: pa.Table  # TASKS_SCHEMA: one row per item, in file order
+    judgments: pa.Table  # JUDGMENTS_SCHEMA: one row per kept release row
+    rejected: list[Rejected]
+
+    def report(self) -> dict[str, Any]:
+        """Rows, items, repeated and straddling items per task type, and rejects by reason."""
+        return {**repeats_report(self.judgments), "rejected": count_reasons(self.rejected)}
+
+
+def release_worker(occurrence: int) -> str:
+    """Worker of a pair's n-th release row (1-based): ``cxc-release``, then ``cxc-release#2`` …"""
+    return CXC_WORKER if occurrence == 1 else f"{CXC_WORKER}#{occurrence}"
+
+
+def load_cxc_release(folder: str | Path, split: str) -> CxcRelease:
+    """The CxC release files ``{sts,sis,sits}_<split>.csv`` as items and judgments for ``replay``.
+
+    The release publishes only aggregated scores (the mean of five ratings, CxC §2), so each row
+    becomes one judgment with ``score = agg_score``: replaying it reproduces the published
+    ``agg_score`` per row, not the individual raters or their spread.  Ids become canonical
+    ``coco:`` ids; an item's ids are in :func:`~crisscross.annotate.schema.ordered_pair` order.  A pair
+    published twice (SIS lists some pairs in both orders) is one item with two judgments, by
+    :func:`release_worker` ``cxc-release`` and ``cxc-release#2`` in file order, so validation
+    does not take them for one worker's duplicate and aggregation averages them.  Each file is
+    one batch ``cxc-release:<file stem>``; ``position`` is the item's first appearance in it (1-based).
+    Rows the release reader refuses (:func:`crisscross.release.cxc.read_cxc_file`) are rejected.
+    """
+    check_split(split)
+    items: list[pd.DataFrame] = []
+    judgments: list[pd.DataFrame] = []
+    rejected: list[Rejected] = []
+    for task, spec in CXC_FILES.items():
+        path = Path(folder) / spec.name(split)
+        rows, bad = read_cxc_file(path, task)
+        file_items, file_judgments = _release_items(rows, task, f"{CXC_WORKER}:{path.stem}")
+        items.append(file_items)
+        judgments.append(file_judgments)
+        rejected += bad
+    item_table = pa.Table.from_pandas(pd.concat(items, ignore_index=True), schema=TASKS_SCHEMA, preserve_index=False)
+    return CxcRelease(
+        item_table.sort_by([("batch_id", "ascending"), ("position", "ascending")]),
+        _judgments_table(pd.concat(judgments, ignore_index=True)),
+        rejected,
+    )
+
+
+def _release_items(rows: pd.DataFrame, task: str, batch: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One release file's rows → (items, judgments)."""
+    pairs = [ordered_pair(task, a, b) for a, b in zip(rows["id_a"], rows["id_b"], strict=True)]
+    found = pd.DataFrame(
+        {
+            "item_id": [item_id(task, a, b) for a, b in pairs],
+            "id_a": [a for a, _ in pairs],
+            "id_b": [b for _, b in pairs],
+            "score": rows["score"].astype(np.float64),
+        }
+    )
+    methods: dict[str, set[str]] = {}  # item → sampling methods of its rows
+    for key, method in zip(found["item_id"], rows["sampling_method"], strict=True):
+        methods.setdefault(key, set()).add(method)
+    occurrence = found.groupby("item_id", sort=False).cumcount() + 1
+    judgments = found.assign(
+        task_type=task,
+        worker=[release_worker(n) for n in occurrence],
+        answer=None,
+        seconds=math.nan,
+        time=None,
+        batch_id=batch,
+        source=SOURCE_REPLAY,
+        simulated=False,
+    )
+    items = found.drop_duplicates("item_id")[["item_id", "id_a", "id_b"]]
+    items = items.assign(
+        task_type=task,
+        # A pair published under two sampling methods keeps both ("a+b"); the release has none.
+        sampling_method=["+".join(sorted(methods[k])) for k in items["item_id"]],
+        gold=NOT_GOLD,
+        batch_id=batch,
+        position=np.arange(1, len(items) + 1, dtype=np.int32),  # 1-based, as in tasks.make_batches
+    )
+    return items[TASKS_SCHEMA.names], judgments
+
+
+def repeats_report(judgments: TableLike) -> dict[str, dict[str, int]]:
+    """Per rating type: judgment rows, items, items with more than one row, and of those the
+    ones whose rows straddle the CxC positive threshold (some pass, some do not)."""
+    frame = _frame(judgments, JUDGMENTS_SCHEMA, "judgments")
+    report: dict[str, dict[str, int]] = {
+        "rows": {},
+        "items": {},
+        "repeated_items": {},
+        "straddling_items": {},
+    }
+    for task in RATING_TYPES:
+        rows = frame[frame["task_type"] == task]
+        votes = threshold_votes(rows["item_id"], rows["score"], POSITIVE_THRESHOLDS[task])
+        report["rows"][task] = len(rows)
+        report["items"][task] = len(votes)
+        report["repeated_items"][task] = int((votes["size"] > 1).sum())
+        report["straddling_items"][task] = int(votes["straddles"].sum())
+    return report
+
+
+# --------------------------------------------------------------------------- simulate
+
+# Cosine anchors (score 0, score 5) per task type, for use-m3: STS roughly follows CxC Table 1
+# (USE 0.11 ≈ STS 0.2, 0.99 ≈ 5); SIS compares co-caption means, whose cosines sit higher.  On the demo, use-m3
+# gives co-caption STS pairs a median cosine of 0.56 and captions vs their own image 0.81.
+# Other encoders need their own anchors (bow-glove50 cosines mostly lie in 0.8–1.0).
+DEFAULT_ANCHORS = {STS: (0.1, 0.9), SIS: (0.15, 0.85), SITS: (0.1, 0.85), VERIFY: (0.1, 0.85)}
+# Mean seconds per item: CxC appendix (37 s STS, 17 s SIS and SITS); VERIFY is a four-way choice.
+DEFAULT_SECONDS_MEAN = {STS: 37.0, SIS: 17.0, SITS: 17.0, VERIFY: 10.0}
+SCORE_DECIMALS = 2  # a slider reading like CxC's 2.87 (its appendix)
+SECONDS_DECIMALS = 1
+
+
+@dataclass(frozen=True)
+class SimulateParams:
+    """Parameters of the simulated panel; any subset may be given as a dict (:meth:`from_mapping`).
+
+    A rater's score is ``clip(latent + bias + noise, 0, 5)`` rounded to 0.01, where ``latent`` is
+    the reference cosine mapped linearly from ``anchors[task] = (cos at 0, cos at 5)`` to 0–5 and
+    clipped, ``bias ~ N(0, bias_sd)`` is fixed per rater and ``noise ~ N(0, noise_sd)`` per
+    judgment.  Careless raters (``careless_share`` of the panel, rounded to whole raters) ignore
+    the item: a ``straightline_share`` of them give one constant score, the rest uniform random
+    scores, and they are fast (``careless_seconds_mean``).  VERIFY answers threshold the rater's
+    score at ``verify_cuts`` (descending) into VERIFY_ANSWERS, best first.  Seconds are lognormal
+    with mean ``seconds_mean[task]`` and log-sd ``seconds_sigma``.
+    """
+
+    raters_per_batch: int = 5
+    panel_size: int = 40
+    bias_sd: float = 0.3
+    noise_sd: float = 0.6
+    careless_share: float = 0.1
+    straightline_share: float = 0.5
+    anchors: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_ANCHORS))
+    verify_cuts: tuple[float, float, float] = (3.5, 2.5, 1.0)
+    seconds_mean: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SECONDS_MEAN))
+    seconds_sigma: float = 0.5
+    careless_seconds_mean: float = 3.0
+
+    @classmethod
+    def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
+        """Defaults overridden by ``params``; ``anchors`` and ``seconds_mean`` may name only some
+        task types.  Unknown keys and invalid values fail naming the key."""
+        given = dict(params or {})
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(f"simulate params: unknown keys {unknown}; known: {', '.join(known)}")
+        defaults = cls()
+        anchors = {**defaults.anchors, **_per_task(given.pop("anchors", {}), "anchors")}
+        seconds = {**defaults.seconds_mean, **_per_task(given.pop("seconds_mean", {}), "seconds_mean")}
+        cuts = given.pop("verify_cuts", defaults.verify_cuts)
+        made = dataclasses.replace(
+            defaults,
+            **{name: _number(name, value, integer=name in _INTEGER_PARAMS) for name, value in given.items()},
+            anchors={t: _numbers(f"anchors[{t}]", value, 2) for t, value in anchors.items()},
+            seconds_mean={t: _number(f"seconds_mean[{t}]", value) for t, value in seconds.items()},
+            verify_cuts=_numbers("verify_cuts", cuts, len(VERIFY_ANSWERS) - 1),
+        )
+        made._check()
+        return made
+
+    def _check(self) -> None:
+        """Ranges; types were checked by :meth:`from_mapping`."""
+        problems = []
+        if self.panel_size < 1:
+            problems.append(f"panel_size must be >= 1, got {self.panel_size}")
+        if not 1 <= self.raters_per_batch <= self.panel_size:
+            problems.append(f"raters_per_batch must be in [1, panel_size={self.panel_size}], got {self.raters_per_batch}")
+        problems += [f"{n} must be >= 0, got {getattr(self, n)}" for n in ("bias_sd", "noise_sd", "seconds_sigma") if getattr(self, n) < 0]
+        shares = ("careless_share", "straightline_share")
+        problems += [f"{n} must be in [0, 1], got {getattr(self, n)}" for n in shares if not 0 <= getattr(self, n) <= 1]
+        problems += [f"anchors[{t}] must be (low, high) with low < high, got {a}" for t, a in self.anchors.items() if a[0] >= a[1]]
+        seconds = {
+            **{f"seconds_mean[{t}]": s for t, s in self.seconds_mean.items()},
+            "careless_seconds_mean": self.careless_seconds_mean,
+        }
+        problems += [f"{n} must be > 0, got {s}" for n, s in seconds.items() if s <= 0]
+        if any(a <= b for a, b in itertools.pairwise(self.verify_cuts)):
+            problems.append(f"verify_cuts must be strictly decreasing, got {list(self.verify_cuts)}")
+        if problems:
+            raise ValueError("simulate params: " + "; ".join(problems))
+
+
+_INTEGER_PARAMS = ("raters_per_batch", "panel_size")
+
+
+def _number(name: str, value: object, *, integer: bool = False) -> float:
+    """A finite number (an integer when ``integer``), or an error naming the parameter."""
+    wanted = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
+        raise ValueError(f"simulate params: {name} must be a finite {'integer' if integer else 'number'}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _numbers(name: str, value: object, length: int) -> tuple[float, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != length:
+        raise ValueError(f"simulate params: {name} must be a list of {length} numbers, got {value!r}")
+    return tuple(_number(f"{name}[{i}]", v) for i, v in enumerate(value))
+
+
+def _per_task(values: object, name: str) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        raise TypeError(f"simulate params: {name} must map task types to values, got {values!r}")
+    unknown = sorted(set(values) - set(TASK_TYPES))
+    if unknown:
+        raise ValueError(f"simulate params: {name} names unknown task types {unknown}; known: {', '.join(TASK_TYPES)}")
+    return dict(values)
+
+
+def cosine_to_score(cosine: np.ndarray, low: float | np.ndarray, high: float | np.ndarray) -> np.ndarray:
+    """Linear from ``low`` (score 0) to ``high`` (score 5), clipped: monotone, so rankings survive."""
+    return SCORE_MAX * np.clip((np.asarray(cosine, np.float64) - low) / (high - low), 0.0, 1.0)
+
+
+class _UnitRows:
+    """An embedding set's id index; rows are checked and normalised only when looked up."""
+
+    def __init__(self, vectors: EmbeddingSet, name: str) -> None:
+        self.name = name
+        self.vectors = vectors.vectors
+        self.row = vectors.row_of()
+        if len(self.row) != len(vectors.ids):
+            raise ValueError(f"{name}: {len(vectors.ids) - len(self.row)} repeated ids; a reference needs one row per id")
+
+    def lookup(self, ids: list[str]) -> tuple[np.ndarray, list[str]]:
+        """Unit vectors of ``ids`` (NaN rows where absent or without a direction) and why each
+        missing one is missing ('' when found)."""
+        rows = np.fromiter((self.row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+        present = rows >= 0
+        out = np.full((len(ids), self.vectors.shape[1]), np.nan)
+        out[present] = unit_rows(np.asarray(self.vectors[rows[present]], dtype=np.float64))
+        usable = np.isfinite(out).all(axis=1)
+        why = [
+            "" if good else f"{i} {'has a zero or non-finite vector in' if r >= 0 else 'is not in'} {self.name}"
+            for i, r, good in zip(ids, rows, usable, strict=True)
+        ]
+        return out, why
+
+
+class Reference:
+    """The reference text encoder's vectors: captions, and images as their co-caption means."""
+
+    def __init__(self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference") -> None:
+        if captions.dim != images.dim:
+            raise ValueError(f"{name}: caption vectors are {captions.dim}-d but image vectors {images.dim}-d")
+        self.name = name
+        self._sets = {
+            CAPTION_KIND: _UnitRows(captions, f"{name}/{CAPTIONS}"),
+            IMAGE_KIND: _UnitRows(images, f"{name}/{COCAPTION_MEAN}"),
+        }
+
+    @classmethod
+    def read(cls, embeddings: str | Path, encoder: str) -> Reference:
+        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``."""
+        root = str(embeddings)
+        return cls(
+            EmbeddingSet.read(set_dir(root, "text", encoder, CAPTIONS)),
+            EmbeddingSet.read(set_dir(root, "text", encoder, COCAPTION_MEAN)),
+            name=f"text/{encoder}",
+        )
+
+    def cosines(self, frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        """Cosine of every task row's pair (NaN when a vector is missing) and why it is missing.
+
+        Captions are their own vectors and images their co-caption means, by the id kinds of the
+        task type: STS caption–caption, SIS mean–mean, SITS and VERIFY caption–mean.  A caption
+        compared with its own image is part of that image's mean, which is why such pairs score
+        high, as people rate them.
+        """
+        sides = []
+        for column, side in (("id_a", 0), ("id_b", 1)):
+            kinds = np.asarray([TASK_TYPE_INFO[t].kinds[side] for t in frame["task_type"]], dtype=object)
+            ids = frame[column].to_numpy(dtype=object)
+            vectors = np.full((len(frame), self._sets[CAPTION_KIND].vectors.shape[1]), np.nan)
+            why = np.full(len(frame), "", dtype=object)
+            for kind, rows in self._sets.items():
+                mask = kinds == kind
+                vectors[mask], found_why = rows.lookup(list(ids[mask]))
+                why[mask] = found_why
+            sides.append((vectors, why))
+        (a, why_a), (b, why_b) = sides
+        details = ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
+        return np.einsum("ij,ij->i", a, b), details
+
+
+@dataclass(frozen=True, eq=False)
+class Panel:
+    """The simulated raters: ids ``sim-0000`` …, with fixed bias and careless behaviour."""
+
+    workers: tuple[str, ...]
+    bias: np.ndarray  # added to every score of the rater
+    careless: np.ndarray  # bool: ignores the item
+    straightline: np.ndarray  # bool, careless raters only: gives ``constant`` every time
+    constant: np.ndarray  # the straight-liner's score
+
+    @classmethod
+    def draw(cls, params: SimulateParams, seed: int) -> Panel:
+        rng = generator(seed, "panel")
+        n = params.panel_size
+        order = rng.permutation(n)
+        careless_rows = order[: round(params.careless_share * n)]
+        straight_rows = careless_rows[: round(params.straightline_share * len(careless_rows))]
+        careless, straightline = np.zeros(n, bool), np.zeros(n, bool)
+        careless[careless_rows] = True
+        straightline[straight_rows] = True
+        bias = rng.normal(0.0, params.bias_sd, n)
+        constant = np.round(rng.uniform(SCORE_MIN, SCORE_MAX, n), SCORE_DECIMALS)
+        return cls(tuple(f"sim-{i:04d}" for i in range(n)), bias, careless, straightline, constant)
+
+
+class Simulate:
+    """The ``simulate`` provider: a seeded panel judges every batch, ``raters_per_batch`` distinct
+    raters per batch (see :class:`SimulateParams` for the rater model).
+
+    Randomness comes from generators keyed by the seed and stable names: ``panel`` draws the
+    raters' traits, each ``batch_id`` its raters, each (batch, item) its scores and times.  So the
+    output does not depend on row order, and an item's judgments do not depend on which other
+    items or batches exist.  Items lacking a reference vector are listed as unjudged with reason
+    ``no-vector``.  Rows have ``source = simulate`` and ``simulated = True``; ``time`` is null
+    (there is no submission clock).
+    """
+
+    def __init__(self, reference: Reference, seed: int, params: Mapping[str, Any] | None = None) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"simulate seed must be a non-negative integer, got {seed!r}")
+        self.reference = reference
+        self.seed = seed
+        self.params = SimulateParams.from_mapping(params)
+        self.panel = Panel.draw(self.params, seed)
+
+    def latent(self, tasks: TableLike) -> np.ndarray:
+        """Each task row's latent 0–5 similarity (NaN when a vector is missing)."""
+        return self._latent(_tasks(tasks))[0]
+
+    def _latent(self, frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+        cosine, details = self.reference.cosines(frame)
+        low = frame["task_type"].map(lambda t: self.params.anchors[t][0]).to_numpy(np.float64)
+        high = frame["task_type"].map(lambda t: self.params.anchors[t][1]).to_numpy(np.float64)
+        return cosine_to_score(cosine, low, high), details
+
+    def __call__(self, tasks: TableLike) -> Provided:
+        frame = _tasks(tasks)
+        latent, details = self._latent(frame)
+        missing = np.isnan(latent)
+        judgments = self._judge(frame[~missing], latent[~missing])
+        unjudged = unjudged_table(frame[missing], NO_VECTOR, [d for d, m in zip(details, missing, strict=True) if m])
+        return Provided(_judgments_table(judgments), unjudged)
+
+    def _judge(self, rows: pd.DataFrame, latent: np.ndarray) -> pd.DataFrame:
+        """``raters_per_batch`` judgments of every row, by its batch's raters (arrays are rows × raters)."""
+        p, panel, r = self.params, self.panel, self.params.raters_per_batch
+        batch_raters = {
+            b: np.sort(generator(self.seed, "batch", b).choice(p.panel_size, size=r, replace=False)) for b in sorted(set(rows["batch_id"]))
+        }
+        raters = np.array([batch_raters[b] for b in rows["batch_id"]], dtype=np.int64).reshape(len(rows), r)
+        normal, unit = np.empty((2, len(rows), r)), np.empty((len(rows), r))
+        for i, (batch, item) in enumerate(zip(rows["batch_id"], rows["item_id"], strict=True)):
+            rng = generator(self.seed, "item", batch, item)
+            normal[:, i] = rng.standard_normal((2, r))
+            unit[i] = rng.random(r)
+
+        attentive = np.clip(latent[:, None] + panel.bias[raters] + p.noise_sd * normal[0], SCORE_MIN, SCORE_MAX)
+        uniform = SCORE_MIN + (SCORE_MAX - SCORE_MIN) * unit
+        careless = panel.careless[raters]
+        score = np.where(careless, np.where(panel.straightline[raters], panel.constant[raters], uniform), attentive)
+        score = np.round(score, SCORE_DECIMALS)
+        answer = np.asarray(VERIFY_ANSWERS, dtype=object)[(score[..., None] < np.asarray(p.verify_cuts)).sum(axis=-1)]
+        is_verify = np.repeat((rows["task_type"] == VERIFY).to_numpy()[:, None], r, axis=1)
+        task_seconds = rows["task_type"].map(p.seconds_mean).to_numpy(np.float64)[:, None]
+        mean_seconds = np.where(careless, p.careless_seconds_mean, task_seconds)
+        seconds = mean_seconds * np.exp(p.seconds_sigma * normal[1] - p.seconds_sigma**2 / 2)
+        repeated = {c: np.repeat(rows[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
+        return pd.DataFrame(
+            {
+                **repeated,
+                "worker": np.asarray(panel.workers, dtype=object)[raters].ravel(),
+                "score": np.where(is_verify, np.nan, score).ravel(),
+                "answer": np.where(is_verify, answer, None).ravel(),
+                "seconds": np.round(seconds, SECONDS_DECIMALS).ravel(),
+                "time": None,
+                "source": SOURCE_SIMULATED,
+                "simulated": True,
+            }
+        )
+
+
+def simulate_from_embeddings(embeddings: str | Path, encoder: str, seed: int, params: Mapping[str, Any] | None = None) -> Simulate:
+    """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference."""
+    return Simulate(Reference.read(embeddings, encoder), seed, params)

@@ -1,0 +1,131 @@
+"""The two tables an annotation round passes around: tasks (what to judge) and judgments.
+
+An *item* is one pair to judge under one task type; its ``item_id`` is stable and, for the
+symmetric types (STS, SIS), independent of the order the pair was sampled in, so a pair is never
+sent to raters twice and replayed judgments find their item whichever order they were written in.
+
+Task types (CxC §3 and its Table 2; ECCV Caption §3.2):
+
+* ``STS``  caption–caption, 0–5 continuous (semantic textual similarity);
+* ``SIS``  image–image, 0–5 continuous (semantic image similarity);
+* ``SITS`` caption–image, 0–5 continuous (semantic image–text similarity);
+* ``VERIFY`` image–caption, one of four answers (ECCV Caption's verification round).
+
+Both tables are long and flat (one row per item, one row per judgment) so they go through
+pandas, Arrow and Beam alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+
+STS = "STS"
+SIS = "SIS"
+SITS = "SITS"
+VERIFY = "VERIFY"
+RATING_TYPES = (STS, SIS, SITS)
+TASK_TYPES = (*RATING_TYPES, VERIFY)
+SCORE_MIN = 0.0
+SCORE_MAX = 5.0
+# ECCV Caption §3.2, best to worst; the order is the ordinal scale Dawid–Skene and alpha see.
+VERIFY_ANSWERS = ("100% yes", "partially yes", "mostly no", "100% no")
+
+# CxC §3: a rated pair is positive at or above these aggregated scores.
+POSITIVE_THRESHOLDS = {STS: 3.0, SIS: 2.5, SITS: 3.0}
+# ECCV Caption §3.3: the answers that make a verified pair positive.
+VERIFY_POSITIVE = frozenset(VERIFY_ANSWERS[:2])
+
+GOLD_POSITIVE = "positive"
+GOLD_NEGATIVE = "negative"
+NOT_GOLD = ""
+
+# Provenance of judgments (``source`` column): people, or the provider that filled the step.
+SOURCE_PEOPLE = "people"
+SOURCE_SIMULATED = "simulate"
+SOURCE_REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class TaskType:
+    name: str
+    kinds: tuple[str, str]  # id kinds of (id_a, id_b)
+    symmetric: bool
+    rated: bool  # 0–5 score; otherwise a categorical answer
+
+
+TASK_TYPE_INFO = {
+    STS: TaskType(STS, (CAPTION_KIND, CAPTION_KIND), symmetric=True, rated=True),
+    SIS: TaskType(SIS, (IMAGE_KIND, IMAGE_KIND), symmetric=True, rated=True),
+    SITS: TaskType(SITS, (CAPTION_KIND, IMAGE_KIND), symmetric=False, rated=True),
+    VERIFY: TaskType(VERIFY, (IMAGE_KIND, CAPTION_KIND), symmetric=False, rated=False),
+}
+
+
+def task_type(name: str) -> TaskType:
+    info = TASK_TYPE_INFO.get(str(name).upper())
+    if info is None:
+        raise ValueError(f"unknown task type {name!r}; known: {', '.join(TASK_TYPES)}")
+    return info
+
+
+def ordered_pair(kind: str, id_a: str, id_b: str) -> tuple[str, str]:
+    """The pair in its item order: sorted for symmetric types, as given otherwise."""
+    return (min(id_a, id_b), max(id_a, id_b)) if task_type(kind).symmetric else (id_a, id_b)
+
+
+def item_id(kind: str, id_a: str, id_b: str) -> str:
+    """``sts:<a>|<b>`` with the pair in :func:`ordered_pair` order."""
+    a, b = ordered_pair(kind, id_a, id_b)
+    return f"{task_type(kind).name.lower()}:{a}|{b}"
+
+
+def threshold_votes(items: pd.Series, scores: pd.Series, threshold: float) -> pd.DataFrame:
+    """Per item (sorted): how many scores it has (``size``), how many reach ``threshold``
+    (``passing``) and whether they fall on both sides of it (``straddles``).
+
+    The one rule for pairs rated more than once (both orders, two batches, a replayed release)
+    whose ratings disagree about being positive.
+    """
+    votes = np.asarray(scores, dtype=np.float64) >= threshold
+    counted = pd.Series(votes, index=pd.Index(np.asarray(items, dtype=object))).groupby(level=0, sort=True).agg(["sum", "size"])
+    passing, size = counted["sum"].astype(np.int64), counted["size"].astype(np.int64)
+    return pd.DataFrame({"size": size, "passing": passing, "straddles": (passing > 0) & (passing < size)})
+
+
+# One row per item to judge (before replication to raters).
+TASKS_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("task_type", pa.string()),
+        ("id_a", pa.string()),
+        ("id_b", pa.string()),
+        ("sampling_method", pa.string()),  # e.g. c2c_isim, i2i_csim, gold
+        ("gold", pa.string()),  # "", "positive", "negative"
+        ("batch_id", pa.string()),
+        ("position", pa.int32()),  # place in the batch after the seeded shuffle
+    ]
+)
+
+# One row per judgment: one worker's score (ratings) or answer (VERIFY) for one item.
+JUDGMENTS_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("task_type", pa.string()),
+        ("id_a", pa.string()),
+        ("id_b", pa.string()),
+        ("worker", pa.string()),
+        ("score", pa.float64()),  # 0–5 for ratings, null for VERIFY
+        ("answer", pa.string()),  # one of VERIFY_ANSWERS, null for ratings
+        ("seconds", pa.float64()),  # time spent on the item (null when the tool does not say)
+        ("time", pa.string()),  # ISO-8601 submission time (null when unknown)
+        ("batch_id", pa.string()),
+        ("source", pa.string()),  # people | replay | simulate
+        ("simulated", pa.bool_()),
+    ]
+)

@@ -1,0 +1,118 @@
+"""Judgment sources: where a round's judgments come from, chosen by name (``annotate.source``).
+
+``import``   judgment files people made (``--judgments`` files or folders, in ``annotate.format``),
+             validated against the tasks (:mod:`crisscross.annotate.validate`);
+``replay``   earlier judgments: a judgments parquet, or ``cxc:<folder>`` for the published CxC
+             release (:func:`~crisscross.annotate.providers.load_cxc_release`);
+``simulate`` a seeded simulated panel over a reference text encoder's vectors.
+
+Each source is called with the tasks table and returns :class:`Collected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from crisscross.annotate.formats import JUDGMENT_FORMATS
+from crisscross.annotate.providers import NO_JUDGMENT, Replay, load_cxc_release, repeats_report, simulate_from_embeddings, unjudged_table
+from crisscross.annotate.schema import SOURCE_PEOPLE
+from crisscross.annotate.validate import validate
+from crisscross.core import io
+from crisscross.core.quarantine import Rejected
+from crisscross.core.registry import Registry
+
+CXC_PREFIX = "cxc:"
+
+
+class Collected(NamedTuple):
+    judgments: pa.Table  # JUDGMENTS_SCHEMA
+    unjudged: pa.Table  # UNJUDGED_SCHEMA
+    rejected: list[Rejected]
+    facts: dict[str, Any]  # what the source itself reports
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    """What a source may need: the ``--judgments`` and ``--embeddings`` arguments and its params."""
+
+    judgments: tuple[str, ...] = ()
+    embeddings: str | None = None
+    format: str = "csv"
+    replay_split: str = "test"
+    simulate: Mapping[str, Any] = field(default_factory=lambda: {"encoder": "use-m3"})
+    seed: int = 0
+
+
+Source = Callable[[pa.Table], Collected]
+JUDGMENT_SOURCES: Registry[Source] = Registry("judgment source")
+
+
+def _files(paths: tuple[str, ...]) -> list[Path]:
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.is_file())
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise FileNotFoundError(f"no judgment file or folder {path}")
+    if not found:
+        raise FileNotFoundError(f"no judgment files under {', '.join(paths) or '(no --judgments given)'}")
+    return found
+
+
+@JUDGMENT_SOURCES.register("import")
+def import_files(settings: SourceSettings) -> Source:
+    reader = JUDGMENT_FORMATS.create(settings.format)
+
+    def collect(tasks: pa.Table) -> Collected:
+        files = _files(settings.judgments)
+        records: list[Any] = []
+        for path in files:
+            records += reader.read(str(path), path.read_bytes())
+        judgments, rejected = validate(records, tasks, SOURCE_PEOPLE)
+        frame = tasks.to_pandas()
+        missing = frame[~frame["item_id"].isin(set(judgments.column("item_id").to_pylist()))]
+        unjudged = unjudged_table(missing, NO_JUDGMENT, ["no valid judgment in the imported files"] * len(missing))
+        return Collected(judgments, unjudged, rejected, {"files": [str(f) for f in files]})
+
+    return collect
+
+
+@JUDGMENT_SOURCES.register("replay")
+def replay(settings: SourceSettings) -> Source:
+    if len(settings.judgments) != 1:
+        raise ValueError("annotate replay: give exactly one --judgments (a judgments parquet or cxc:<folder>)")
+    source = settings.judgments[0]
+
+    def collect(tasks: pa.Table) -> Collected:
+        rejected: list[Rejected] = []
+        if source.startswith(CXC_PREFIX):
+            release = load_cxc_release(source[len(CXC_PREFIX) :], settings.replay_split)
+            earlier, rejected = release.judgments, list(release.rejected)
+        else:
+            earlier = io.read_parquet(source)
+        provided = Replay(earlier)(tasks)
+        facts = {"source_rows": earlier.num_rows, "repeats": repeats_report(provided.judgments)}
+        return Collected(provided.judgments, provided.unjudged, rejected, facts)
+
+    return collect
+
+
+@JUDGMENT_SOURCES.register("simulate")
+def simulate(settings: SourceSettings) -> Source:
+    if not settings.embeddings:
+        raise ValueError("annotate simulate: --embeddings (the embed output) is required")
+    options = dict(settings.simulate)
+    encoder = str(options.pop("encoder"))
+
+    def collect(tasks: pa.Table) -> Collected:
+        provided = simulate_from_embeddings(settings.embeddings, encoder, settings.seed, options)(tasks)
+        return Collected(provided.judgments, provided.unjudged, [], {"reference_encoder": encoder})
+
+    return collect

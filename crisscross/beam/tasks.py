@@ -1,0 +1,57 @@
+"""The tasks composite: candidates → items → the tasks table (seeded batches with gold items).
+
+Items are checked against the catalog (rejects routed to the quarantine); gold drawing and
+batching need every item of a task type at once, so the item table travels as one element to a
+step whose workers open the catalog and the memory-mapped gold spaces themselves (``setup``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+
+from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.tasks import TaskParams, build_tasks, gold_spaces, items_from_candidates
+from crisscross.beam.common import route
+from crisscross.core import io
+
+STAGE = "tasks"
+
+
+class TasksOutputs(NamedTuple):
+    tasks: beam.PCollection  # one pa.Table (TASKS_SCHEMA)
+    rejected: beam.PCollection
+
+
+def candidate_items(candidates_path: str, items: str) -> list[Any]:
+    """The item table of a candidates file, then one Rejected per refused candidate."""
+    table, rejected = items_from_candidates(io.read_parquet(candidates_path), load_catalog(items))
+    return [table, *rejected]
+
+
+class _Batches(beam.DoFn):
+    """Gold items and seeded batches for an item table; catalog and gold spaces open per worker."""
+
+    def __init__(self, items: str, embeddings: str, settings: TaskParams, seed: int) -> None:
+        self._items, self._embeddings, self._settings, self._seed = items, embeddings, settings, seed
+
+    def setup(self) -> None:
+        self._catalog = load_catalog(self._items)
+        self._spaces = gold_spaces(self._embeddings, self._settings.gold_text_encoders, self._settings.gold_image_encoders)
+
+    def process(self, items: Any) -> Iterable[Any]:
+        yield build_tasks(items, self._catalog, self._spaces, self._settings, self._seed)
+
+
+class BuildTasks(beam.PTransform):
+    def __init__(self, candidates_path: str, items: str, embeddings: str, settings: TaskParams, seed: int) -> None:
+        super().__init__()
+        self._candidates, self._items, self._embeddings, self._settings, self._seed = candidates_path, items, embeddings, settings, seed
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> TasksOutputs:
+        candidates = pbegin | "Candidates" >> beam.Create([self._candidates])
+        items, rejected = route("Items", candidates, STAGE, candidate_items, many=True, args=(self._items,))
+        tasks = items | "GoldAndBatches" >> beam.ParDo(_Batches(self._items, self._embeddings, self._settings, self._seed))
+        return TasksOutputs(tasks, rejected)

@@ -1,0 +1,183 @@
+"""CxC intramodal candidate sampling (Crisscrossed Captions §2, "Intramodality").
+
+* ``i2i_csim`` — image pairs from *caption* similarity S^C: each image's top neighbours under
+  each configured text encoder's co-caption means, united over encoders; a pair found from
+  both ends or by several encoders is one candidate whose provenance lists every finding.
+* ``c2c_isim`` — caption pairs from *image* similarity S^V: each image's top neighbours under
+  the image encoder; for each image pair, one caption drawn from each image's co-captions.
+* ``c2c_cocaption`` — caption pairs drawn within co-caption groups (captions of one image), as
+  many as ``ratio`` × the ``c2c_isim`` pairs, uniformly over all within-image pairs.
+
+Randomness is explicit and order-free: each draw uses a generator seeded by the base seed and
+a stable hash of what is drawn for, so any runner, in any order, draws the same captions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from crisscross.annotate.schema import SIS, STS
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.rng import generator
+from crisscross.core.settings import setting
+from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
+from crisscross.release.cxc import cxc_csv
+
+I2I_CSIM = "i2i_csim"
+C2C_ISIM = "c2c_isim"
+C2C_COCAPTION = "c2c_cocaption"
+METHODS = (I2I_CSIM, C2C_ISIM, C2C_COCAPTION)
+
+
+@dataclass(frozen=True)
+class SampleSettings:
+    """``params.yaml`` ``sample:``; the paper's top 5 under each space, as many co-caption pairs as c2c_isim."""
+
+    i2i_text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS  # S^C spaces for i2i_csim
+    i2i_top: int = setting(5, low=1)
+    c2c_image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS  # S^V spaces for c2c_isim
+    c2c_top: int = setting(5, low=1)
+    cocaption_ratio: float = setting(1.0, low=0.0)  # c2c_cocaption pairs per c2c_isim pair
+    allow_cross_method: bool = False
+
+
+@dataclass(frozen=True, order=True)
+class Evidence:
+    """One reason a pair was picked: ``query``'s list in ``space`` had the other item at ``rank``."""
+
+    space: str
+    query: str
+    rank: int
+    similarity: float
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    method: str
+    id1: str  # id1 < id2: a pair is unordered
+    id2: str
+    image1: str  # the images behind the pair (the items themselves for i2i)
+    image2: str
+    provenance: tuple[Evidence, ...]
+
+    def provenance_json(self) -> str:
+        return json.dumps(
+            [{"space": e.space, "query": e.query, "rank": e.rank, "similarity": round(e.similarity, 6)} for e in self.provenance],
+            sort_keys=True,
+        )
+
+
+def unordered(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def neighbour_pairs(rows: Iterable[Mapping[str, object]], space: str, top: int) -> Iterable[tuple[tuple[str, str], Evidence]]:
+    """(unordered pair, evidence) for every neighbour ranked within ``top`` (self-pairs skipped)."""
+    for row in rows:
+        query, neighbour, rank = str(row["query_id"]), str(row["neighbour_id"]), int(row["rank"])
+        if rank <= top and query != neighbour:
+            yield unordered(query, neighbour), Evidence(space, query, rank, float(row["similarity"]))
+
+
+def image_pair(method: str, pair: tuple[str, str], evidence: Iterable[Evidence]) -> Candidate:
+    return Candidate(method, pair[0], pair[1], pair[0], pair[1], tuple(sorted(evidence)))
+
+
+def caption_pair_for_images(
+    pair: tuple[str, str], evidence: Iterable[Evidence], captions_by_image: Mapping[str, Sequence[str]], seed: int
+) -> Candidate | Rejected:
+    """``c2c_isim``: one caption of each image, drawn with a generator keyed by the image pair."""
+    image1, image2 = pair
+    options1, options2 = sorted(captions_by_image.get(image1, ())), sorted(captions_by_image.get(image2, ()))
+    if not options1 or not options2:
+        missing = image1 if not options1 else image2
+        return reject(
+            "pair", f"{image1}|{image2}", "no-captions", f"image {missing} has no captions to draw from", C2C_ISIM, {"images": pair}
+        )
+    rng = generator(seed, C2C_ISIM, image1, image2)
+    caption1, caption2 = options1[rng.integers(len(options1))], options2[rng.integers(len(options2))]
+    first, second = unordered(caption1, caption2)
+    images = (image1, image2) if first == caption1 else (image2, image1)
+    return Candidate(C2C_ISIM, first, second, images[0], images[1], tuple(sorted(evidence)))
+
+
+def cocaption_pairs(captions_by_image: Mapping[str, Sequence[str]], n: int, seed: int) -> list[Candidate]:
+    """``n`` distinct within-image caption pairs, uniformly over all of them (all if fewer)."""
+    pool = [(image, *pair) for image in sorted(captions_by_image) for pair in itertools.combinations(sorted(captions_by_image[image]), 2)]
+    chosen = generator(seed, C2C_COCAPTION).choice(len(pool), size=min(n, len(pool)), replace=False)
+    return [Candidate(C2C_COCAPTION, a, b, image, image, ()) for image, a, b in (pool[i] for i in np.sort(chosen))]
+
+
+def enforce_constraints(candidates: Sequence[Candidate], allow_cross_method: bool) -> tuple[list[Candidate], list[Rejected]]:
+    """Keep the candidates that break no rule; reject self pairs, pairs repeated (in either order)
+    within a method, and pairs already in another method (unless allowed), keeping the first."""
+    kept: list[Candidate] = []
+    rejected: list[Rejected] = []
+    seen: dict[tuple[str, str], str] = {}
+    for candidate in sorted(candidates):
+        key = unordered(candidate.id1, candidate.id2)
+        record = {"method": candidate.method, "id1": candidate.id1, "id2": candidate.id2}
+        pair_key = f"{key[0]}|{key[1]}"
+        if candidate.id1 == candidate.id2:
+            rejected.append(
+                reject("pair", pair_key, "self-pair", f"{candidate.method} pairs {candidate.id1} with itself", candidate.method, record)
+            )
+        elif key in seen and seen[key] == candidate.method:
+            rejected.append(
+                reject("pair", pair_key, "duplicate-pair", f"{candidate.method} holds {pair_key} twice", candidate.method, record)
+            )
+        elif key in seen and not allow_cross_method:
+            rejected.append(
+                reject("pair", pair_key, "cross-method", f"{pair_key} is in {seen[key]} and {candidate.method}", candidate.method, record)
+            )
+        else:
+            seen.setdefault(key, candidate.method)
+            kept.append(candidate)
+    return kept, rejected
+
+
+CANDIDATES_SCHEMA = pa.schema(
+    [(name, pa.string()) for name in ("method", "id1", "id2", "image1", "image2", "published1", "published2", "provenance")]
+)
+# CxC-shaped candidate files (no scores yet): the release file of each task type and its methods.
+CANDIDATE_FILES = {"sts_candidates.csv": (STS, (C2C_ISIM, C2C_COCAPTION)), "sis_candidates.csv": (SIS, (I2I_CSIM,))}
+
+
+def _sorted(candidates: Iterable[Candidate]) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: (c.method, c.id1, c.id2))
+
+
+def candidates_table(candidates: Iterable[Candidate]) -> pa.Table:
+    """Candidates sorted by (method, id1, id2), with their ids also in published form."""
+    rows = []
+    for c in _sorted(candidates):
+        kind = IMAGE_KIND if c.method == I2I_CSIM else CAPTION_KIND
+        rows.append(
+            {
+                "method": c.method,
+                "id1": c.id1,
+                "id2": c.id2,
+                "image1": c.image1,
+                "image2": c.image2,
+                "published1": published(c.id1, kind),
+                "published2": published(c.id2, kind),
+                "provenance": c.provenance_json(),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=CANDIDATES_SCHEMA)
+
+
+def candidate_csvs(candidates: Iterable[Candidate]) -> dict[str, bytes]:
+    """``sts_candidates.csv`` and ``sis_candidates.csv`` in the CxC release shape, without scores."""
+    rows = _sorted(candidates)
+    return {
+        name: cxc_csv(task, ((c.id1, c.id2, None, c.method) for c in rows if c.method in methods), scored=False)
+        for name, (task, methods) in CANDIDATE_FILES.items()
+    }

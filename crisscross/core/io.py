@@ -1,0 +1,292 @@
+"""Atomic, deterministic output: a crash never leaves a half-written file or stage output.
+
+Files are written to a temporary sibling and renamed into place (through Beam's ``FileSystems``,
+so the same code writes local paths and ``gs://`` paths).  A stage's whole output directory is
+built under a staging name and swapped in only when the stage succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from crisscross.core.errors import UserError
+
+
+@contextlib.contextmanager
+def atomic_write(path: str) -> Iterator[IO[bytes]]:
+    """Yield a binary file that appears at ``path`` only if the block finishes."""
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    handle = FileSystems.create(temporary)
+    try:
+        yield handle
+        handle.close()
+    except BaseException:
+        handle.close()
+        FileSystems.delete([temporary])
+        raise
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
+    FileSystems.rename([temporary], [path])
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with atomic_write(path) as handle:
+        handle.write(data)
+
+
+def write_json(path: str, value: Any) -> None:
+    """Sorted keys and a trailing newline: the same value always gives the same bytes."""
+    write_bytes(path, (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def write_parquet(path: str, table: pa.Table) -> None:
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    write_bytes(path, buffer.getvalue())
+
+
+def write_npy(path: str, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    write_bytes(path, buffer.getvalue())
+
+
+# Formula (CSV) injection guard.  Excel, LibreOffice and Google Sheets treat a cell starting with
+# one of these as a formula (or, for tab / CR, strip them and look again), so a caption or worker id
+# like ``=HYPERLINK("http://evil","click")`` would run when a person opens the file.
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+# A plain decimal number (``-0.5``, ``-3``, ``+1e-3``) starts with ``-`` or ``+`` but is data, not a
+# formula: CxC scores and signed values must stay numbers.  ASCII digits only; the text forms
+# ``nan``, ``inf``, ``-inf``, ``Infinity`` and ``1_000`` are not plain numbers, so ``-inf`` is guarded.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: object) -> object:
+    """``value`` safe to open in a spreadsheet: a cell whose text starts with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return gets a leading apostrophe ``'`` (OWASP's recommendation;
+    spreadsheets then show the text, not a formula), unless the text is a plain number.
+
+    Anything else, and ``None`` (an empty cell), is returned unchanged, so the CSV writer formats
+    it exactly as before.  The apostrophe is part of the written data: readers of our own CSVs get
+    ``'=cmd`` back, and no reader strips it (a value is kept as the file gives it).
+    """
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    if text.startswith(FORMULA_TRIGGERS) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return value
+
+
+def csv_bytes(header: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:
+    """The project's one CSV writer: every CSV a person, a spreadsheet or a platform opens.
+
+    Every cell, header included, passes :func:`csv_cell`, so no CSV we write can carry a
+    spreadsheet formula (CSV injection): captions, worker ids and file names come from outside.
+    Python's writer quotes a cell holding ``\n`` but not one holding a bare ``\r`` (it only
+    looks for the line terminator's characters), which readers take as a line break: a row with
+    such a cell is written with every cell quoted, so it stays one row and a guarded ``'\r=…``
+    cannot become a fresh line starting with ``=``.
+    """
+    buffer = io.StringIO()
+    minimal = csv.writer(buffer, lineterminator="\n")
+    quoting_all = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+    def write(row: Sequence[object]) -> None:
+        cells = [csv_cell(c) for c in row]
+        has_cr = any(c is not None and "\r" in (c if isinstance(c, str) else str(c)) for c in cells)
+        (quoting_all if has_cr else minimal).writerow(cells)
+
+    write(header)
+    for row in rows:
+        write(row)
+    return buffer.getvalue().encode()
+
+
+def frame_csv_bytes(frame: pd.DataFrame) -> bytes:
+    """A DataFrame through :func:`csv_bytes` (missing values as empty cells, as pandas writes them;
+    cells and column names guarded against formulas like every CSV we write)."""
+    cells = frame.astype(object).where(frame.notna(), None)
+    return csv_bytes([str(c) for c in frame.columns], cells.itertuples(index=False, name=None))
+
+
+def read_bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return handle.read()
+
+
+def read_parquet(path: str) -> pa.Table:
+    return pq.read_table(io.BytesIO(read_bytes(path)))
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def join(base: str, *parts: str) -> str:
+    return FileSystems.join(base, *parts)
+
+
+LOG = logging.getLogger("crisscross")
+
+
+def failed_path(final: str) -> Path:
+    return Path(f"{final.rstrip('/')}.failed")
+
+
+class OutputLockedError(UserError, RuntimeError):
+    """Another run is writing the same output directory; ``str()`` is the one-line message."""
+
+    def __init__(self, final: str, lock: Path, holder: dict[str, Any]) -> None:
+        self.final, self.lock, self.holder = final, lock, holder
+        pid = holder.get("pid")
+        if pid is None:
+            who = "another run (holder unknown)"
+        else:
+            who = f"another run (pid {pid} on {holder.get('host', '?')}, since {holder.get('started', '?')})"
+        stop = f"stop it (kill {pid})" if pid is not None else "stop it"
+        super().__init__(f"{final} is being written by {who}: wait for it to finish, or {stop} [lock {lock}]")
+
+
+def lock_path(final: str) -> Path:
+    """The lock file of an output directory: ``.<name>.lock`` beside it (left in place between runs)."""
+    final_path = Path(final)
+    return final_path.with_name(f".{final_path.name}.lock")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # a folder named after this process is from an earlier run that had the same pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    """What the lock's holder wrote; it writes just after taking the lock, so wait a moment for it."""
+    holder: dict[str, Any] = {}
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0).decode())
+        except (ValueError, UnicodeDecodeError):
+            holder = {}
+        written = isinstance(holder, dict) and isinstance(holder.get("pid"), int)
+        current = written and (holder.get("host") != socket.gethostname() or _pid_alive(holder["pid"]))
+        if current or time.monotonic() > deadline:
+            return holder if written else {}
+        time.sleep(0.05)
+
+
+def _lock_output(final: str) -> int:
+    """Take the exclusive lock on ``final`` (an open descriptor; closing it, or dying, releases it)."""
+    lock = lock_path(final)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(fd)
+        os.close(fd)
+        raise OutputLockedError(final, lock, holder) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    started = time.strftime("%Y-%m-%d %H:%M:%S%z")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started}).encode(), 0)
+    return fd
+
+
+def _unlock_output(fd: int) -> None:
+    # Emptied while still held, so a reader never takes a finished run for the holder; the file stays.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+    os.close(fd)
+
+
+def _clean_stale(final: str) -> None:
+    """Remove what runs killed mid-stage left beside ``final`` (call while holding its lock).
+
+    A dead run's ``.previous-<pid>`` is its predecessor's complete output: if ``final`` is missing
+    (killed between the two renames) it is put back, never deleted.
+    """
+    final_path = Path(final)
+    if not final_path.parent.is_dir():
+        return
+    stale: dict[str, list[Path]] = {"staging": [], "previous": []}
+    for entry in final_path.parent.iterdir():
+        for kind, found in stale.items():
+            prefix = f".{final_path.name}.{kind}-"
+            suffix = entry.name[len(prefix) :]
+            if entry.name.startswith(prefix) and suffix.isdigit() and entry.is_dir() and not _pid_alive(int(suffix)):
+                found.append(entry)
+    done: list[str] = []
+    previous = sorted(stale["previous"], key=lambda p: p.stat().st_mtime)
+    if previous and not final_path.exists():
+        restored = previous.pop()
+        restored.rename(final_path)
+        done.append(f"restored {final_path} from {restored.name}")
+    for entry in sorted(stale["staging"]) + previous:
+        shutil.rmtree(entry, ignore_errors=True)
+        done.append(f"removed {entry.name}")
+    if done:
+        LOG.info("cleaned up after an interrupted run of %s: %s", final_path, "; ".join(done))
+
+
+@contextlib.contextmanager
+def staged_directory(final: str) -> Iterator[str]:
+    """Yield a staging directory that replaces ``final`` only if the block succeeds.
+
+    On failure the previous output stays untouched and whatever the stage wrote is moved to
+    ``<final>.failed`` for inspection (a ``--strict`` failure keeps its quarantine there).
+    The whole block holds an exclusive lock on ``final`` (``.<name>.lock`` beside it): a second
+    run on the same output fails at once with :class:`OutputLockedError`.  Folders left by runs
+    that were killed are cleaned up first.  Local paths only: remote outputs rely on the
+    per-file atomic writes above.
+    """
+    final_path = Path(final)
+    final_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _lock_output(final)
+    try:
+        _clean_stale(final)
+        staging = final_path.with_name(f".{final_path.name}.staging-{os.getpid()}")
+        staging.mkdir()
+        try:
+            yield str(staging)
+        except BaseException:
+            failed = failed_path(final)
+            shutil.rmtree(failed, ignore_errors=True)
+            staging.rename(failed)
+            raise
+        previous = final_path.with_name(f".{final_path.name}.previous-{os.getpid()}")
+        if final_path.exists():
+            final_path.rename(previous)
+        staging.rename(final_path)
+        shutil.rmtree(previous, ignore_errors=True)
+    finally:
+        _unlock_output(fd)

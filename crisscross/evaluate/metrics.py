@@ -1,0 +1,527 @@
+"""Evaluation metrics for graded image/caption similarity: retrieval, correlation and selection.
+
+Retrieval (CxC §4, ECCV Caption §4.1) is computed from a dense score matrix ``scores`` of shape
+(queries, gallery), higher = more similar, and the positives of every query.  Positives are held
+in a CSR-like :class:`Positives` (``indptr``, ``indices``): 25,000 queries × 5,000 gallery items
+would cost 125 MB as a dense boolean mask, but only a few bytes per positive in this form.  A dense
+boolean (queries, gallery) mask is accepted anywhere a :class:`Positives` is.
+
+Tie rule (pessimistic, one total order): gallery items are ordered by score descending, and
+among items of equal score every non-positive comes before every positive.  The ``j``-th best
+positive (1-based) therefore has rank ``j + #{non-positives scoring >= its score}``: a model
+gains nothing from constant or tied scores, and the ranks of one query's positives are distinct,
+so precision at a rank (mAP@R, R-Precision) is well defined.
+
+Exclusion rule: ``exclude_self[q]`` is the gallery column holding query ``q`` itself (T2T, I2I),
+or -1 when the query is not in the gallery.  That column is removed from the gallery for that
+query: it never takes a rank and never counts as a hit.  Listing a query as its own positive is
+an error.
+
+Queries without any positive are left out of every average and their number is returned beside
+the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
+Only numpy is needed; loops run over blocks of rows or samples (bounded memory), never per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.stats import kendalltau, rankdata
+
+NO_POSITIVE = 0  # first-positive rank of a query without positives (real ranks start at 1)
+NO_SELF = -1  # exclude_self entry of a query that is not in the gallery
+BLOCK_ELEMENTS = 1 << 22  # elements of one temporary (rows × gallery) block
+BOOTSTRAP_CHUNK = 64  # bootstrap samples drawn together (fixed: results depend on it per seed)
+
+
+@dataclass(frozen=True)
+class Positives:
+    """Positives per query in CSR form: query ``q`` owns ``indices[indptr[q]:indptr[q + 1]]``
+    (gallery columns, sorted ascending, no duplicates: a duplicate would inflate R)."""
+
+    indptr: np.ndarray  # (queries + 1,) int64
+    indices: np.ndarray  # (positives,) int64
+
+    def __post_init__(self) -> None:
+        indptr = np.asarray(self.indptr, dtype=np.int64)
+        indices = np.asarray(self.indices, dtype=np.int64)
+        object.__setattr__(self, "indptr", indptr)
+        object.__setattr__(self, "indices", indices)
+        if indptr.ndim != 1 or indices.ndim != 1 or indptr.size == 0:
+            raise ValueError("Positives needs a 1-D indptr of length queries + 1 and 1-D indices")
+        if indptr[0] != 0 or indptr[-1] != indices.size or (np.diff(indptr) < 0).any():
+            raise ValueError("Positives.indptr must start at 0, never decrease and end at len(indices)")
+        if indices.size and indices.min() < 0:
+            raise ValueError(f"Positives.indices holds a negative gallery index ({indices.min()})")
+        same_row = np.repeat(np.arange(self.n_queries), np.diff(indptr))
+        if indices.size > 1 and ((np.diff(indices) <= 0) & (same_row[1:] == same_row[:-1])).any():
+            raise ValueError("Positives.indices must be sorted ascending without duplicates within a query")
+
+    @property
+    def n_queries(self) -> int:
+        return self.indptr.size - 1
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of positives of every query (R in mAP@R)."""
+        return np.diff(self.indptr)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Query of every stored positive."""
+        return np.repeat(np.arange(self.n_queries, dtype=np.int64), self.counts)
+
+    def rows_slice(self, lo: int, hi: int) -> Positives:
+        """The positives of queries ``lo:hi``, renumbered from 0 (for scoring a block of rows)."""
+        start, stop = self.indptr[lo], self.indptr[hi]
+        return Positives(self.indptr[lo : hi + 1] - start, self.indices[start:stop])
+
+    @classmethod
+    def from_pairs(cls, query_index: ArrayLike, gallery_index: ArrayLike, n_queries: int) -> Positives:
+        """From parallel (query row, gallery column) arrays; duplicate pairs are merged."""
+        q = np.asarray(query_index, dtype=np.int64).ravel()
+        g = np.asarray(gallery_index, dtype=np.int64).ravel()
+        if q.shape != g.shape:
+            raise ValueError(f"query_index has {q.size} entries but gallery_index has {g.size}")
+        if q.size and (q.min() < 0 or q.max() >= n_queries):
+            raise ValueError(f"query_index must lie in [0, {n_queries}) (rows of the score matrix)")
+        if g.size and g.min() < 0:
+            raise ValueError(f"gallery_index holds a negative gallery index ({g.min()})")
+        order = np.lexsort((g, q))
+        q, g = q[order], g[order]
+        keep = np.ones(q.size, dtype=bool)
+        keep[1:] = (q[1:] != q[:-1]) | (g[1:] != g[:-1])
+        q, g = q[keep], g[keep]
+        indptr = np.zeros(n_queries + 1, dtype=np.int64)
+        np.cumsum(np.bincount(q, minlength=n_queries), out=indptr[1:])
+        return cls(indptr, g)
+
+    @classmethod
+    def from_lists(cls, lists: Sequence[Iterable[int]]) -> Positives:
+        """From one iterable of gallery columns per query."""
+        groups = [np.asarray(list(items), dtype=np.int64) for items in lists]
+        q = np.repeat(np.arange(len(groups), dtype=np.int64), [len(x) for x in groups])
+        g = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+        return cls.from_pairs(q, g, len(groups))
+
+    @classmethod
+    def from_dense(cls, mask: ArrayLike) -> Positives:
+        """From a boolean (queries, gallery) mask."""
+        m = np.asarray(mask)
+        if m.ndim != 2 or m.dtype != np.bool_:
+            raise ValueError(f"a dense positives mask must be a 2-D boolean array, got {m.dtype} {m.shape}")
+        q, g = np.nonzero(m)
+        return cls.from_pairs(q, g, m.shape[0])
+
+
+@dataclass(frozen=True)
+class PositiveRanks:
+    """1-based ranks of every query's positives, ascending within each query (CSR like
+    :class:`Positives`; ``ranks[indptr[q]:indptr[q + 1]]`` belong to query ``q``)."""
+
+    indptr: np.ndarray  # (queries + 1,) int64
+    ranks: np.ndarray  # (positives,) int64
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[PositiveRanks]) -> PositiveRanks:
+        """Blocks of consecutive query rows, in order, as one."""
+        counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
+        indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        ranks = np.concatenate([p.ranks for p in parts]) if parts else np.zeros(0, np.int64)
+        return cls(indptr, ranks)
+
+    @property
+    def first(self) -> np.ndarray:
+        """Rank of each query's best positive; :data:`NO_POSITIVE` (0) when it has none."""
+        counts = self.counts
+        first = np.full(counts.size, NO_POSITIVE, dtype=np.int64)
+        has = counts > 0
+        first[has] = self.ranks[self.indptr[:-1][has]]
+        return first
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_scores(scores: ArrayLike) -> np.ndarray:
+    s = np.asarray(scores)
+    if s.ndim != 2:
+        raise ValueError(f"scores must be a 2-D (queries, gallery) matrix, got shape {s.shape}")
+    if not (np.issubdtype(s.dtype, np.floating) or np.issubdtype(s.dtype, np.integer)):
+        raise ValueError(f"scores must be numeric, got dtype {s.dtype}")
+    if np.issubdtype(s.dtype, np.floating) and np.isnan(s).any():
+        rows = np.unique(np.nonzero(np.isnan(s))[0])
+        raise ValueError(f"scores contain NaN (first in query rows {rows[:5].tolist()}); NaN cannot be ranked")
+    return s
+
+
+def _as_positives(positives: Positives | ArrayLike, shape: tuple[int, int]) -> Positives:
+    """Normalise to :class:`Positives` and check it against the (queries, gallery) score shape."""
+    n_queries, n_gallery = shape
+    if not isinstance(positives, Positives):
+        mask = np.asarray(positives)
+        if mask.ndim == 2 and mask.shape != shape:
+            hint = " (it looks transposed)" if mask.shape == shape[::-1] else ""
+            raise ValueError(
+                f"positives mask has shape {mask.shape} but scores is (queries={n_queries}, "
+                f"gallery={n_gallery}){hint}: rows are queries, columns gallery items"
+            )
+        positives = Positives.from_dense(mask)
+    if positives.n_queries != n_queries:
+        hint = " (scores looks transposed)" if positives.n_queries == n_gallery else ""
+        raise ValueError(
+            f"scores has {n_queries} rows (axis 0 = queries) but positives describe "
+            f"{positives.n_queries} queries{hint}; pass scores as (queries, gallery)"
+        )
+    if positives.indices.size and positives.indices.max() >= n_gallery:
+        raise ValueError(
+            f"positives index gallery item {int(positives.indices.max())} but scores has only {n_gallery} columns (axis 1 = gallery items)"
+        )
+    return positives
+
+
+def _check_exclude(exclude_self: ArrayLike | None, n_queries: int, n_gallery: int) -> np.ndarray | None:
+    if exclude_self is None:
+        return None
+    e = np.asarray(exclude_self)
+    if e.shape != (n_queries,) or not np.issubdtype(e.dtype, np.integer):
+        raise ValueError(
+            f"exclude_self must be {n_queries} integer gallery columns (one per query row, -1 = none), got {e.dtype} {e.shape}"
+        )
+    e = e.astype(np.int64)
+    if ((e < NO_SELF) | (e >= n_gallery)).any():
+        raise ValueError(f"exclude_self entries must lie in [-1, {n_gallery}) (gallery columns)")
+    return e
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+def ranks_of_positives(scores: ArrayLike, positives: Positives | ArrayLike, exclude_self: ArrayLike | None = None) -> PositiveRanks:
+    """Pessimistic 1-based rank of every positive of every query (see the module's tie rule).
+
+    The ``j``-th best positive of a query ranks ``j + #{non-positive, non-excluded gallery items
+    with score >= its score}``; counting runs over blocks of positives × gallery columns.
+    """
+    s = _check_scores(scores)
+    pos = _as_positives(positives, s.shape)
+    n_queries, n_gallery = s.shape
+    excl = _check_exclude(exclude_self, n_queries, n_gallery)
+    rows = pos.rows
+    if excl is not None and (pos.indices == excl[rows]).any():
+        bad = int(rows[np.argmax(pos.indices == excl[rows])])
+        raise ValueError(f"query {bad} lists itself (exclude_self column) as a positive")
+
+    pos_scores = s[rows, pos.indices]
+    order = np.lexsort((-pos_scores.astype(np.float64), rows))  # by query, then score descending
+    ps = pos_scores[order]
+    nnz = ps.size
+    # positives of the same query scoring >= each one: the end of its tie run within the query
+    run_start = np.ones(nnz, dtype=bool)
+    run_start[1:] = (rows[1:] != rows[:-1]) | (ps[1:] != ps[:-1])
+    starts = np.flatnonzero(run_start)
+    ends = np.append(starts[1:], nnz)
+    positives_ge = ends[np.cumsum(run_start) - 1] - pos.indptr[rows]
+
+    all_ge = np.empty(nnz, dtype=np.int64)
+    step = max(1, BLOCK_ELEMENTS // max(n_gallery, 1))
+    for lo in range(0, nnz, step):
+        hi = min(lo + step, nnz)
+        all_ge[lo:hi] = np.count_nonzero(s[rows[lo:hi]] >= ps[lo:hi, None], axis=1)
+    if excl is not None:
+        has_self = excl[rows] >= 0
+        self_scores = s[rows, np.maximum(excl[rows], 0)]
+        all_ge -= (has_self & (self_scores >= ps)).astype(np.int64)
+
+    within = np.arange(nnz, dtype=np.int64) - pos.indptr[rows] + 1
+    ranks = within + (all_ge - positives_ge)
+    return PositiveRanks(pos.indptr.copy(), ranks)
+
+
+def recall_at_k(first_positive_rank: ArrayLike, ks: Sequence[int] = (1, 5, 10)) -> tuple[dict[int, float], int]:
+    """Share of queries whose best positive ranks <= K (Karpathy & Li; CxC §4).
+
+    Queries with rank :data:`NO_POSITIVE` (0) are left out; returns ({K: rate}, their number).
+    """
+    ranks, missing = _present_ranks(first_positive_rank)
+    if any(int(k) < 1 for k in ks):
+        raise ValueError(f"every K must be >= 1, got {tuple(ks)}")
+    rates = {int(k): (float(np.mean(ranks <= k)) if ranks.size else float("nan")) for k in ks}
+    return rates, missing
+
+
+def median_rank(first_positive_rank: ArrayLike) -> tuple[float, int]:
+    """Median rank of the best positive (CxC "med. r"; mean of the two middle ranks when the count
+    is even); returns (value, queries without positive)."""
+    ranks, missing = _present_ranks(first_positive_rank)
+    return (float(np.median(ranks)) if ranks.size else float("nan")), missing
+
+
+def mean_rank(first_positive_rank: ArrayLike) -> tuple[float, int]:
+    """Mean rank of the best positive; returns (value, queries without positive)."""
+    ranks, missing = _present_ranks(first_positive_rank)
+    return (float(np.mean(ranks)) if ranks.size else float("nan")), missing
+
+
+def _present_ranks(first_positive_rank: ArrayLike) -> tuple[np.ndarray, int]:
+    r = np.asarray(first_positive_rank)
+    if r.ndim != 1 or not np.issubdtype(r.dtype, np.integer) or (r < 0).any():
+        raise ValueError("first_positive_rank must be a 1-D array of ranks >= 1 (0 = query without positive)")
+    present = r != NO_POSITIVE
+    return r[present], int(r.size - np.count_nonzero(present))
+
+
+def _hits_within_r(ranked: PositiveRanks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per stored positive: query row, 1-based index j among the query's positives, whether its
+    rank is <= R, and R per query."""
+    counts = ranked.counts
+    rows = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    j = np.arange(ranked.ranks.size, dtype=np.int64) - ranked.indptr[rows] + 1
+    return rows, j, ranked.ranks <= counts[rows], counts
+
+
+def map_at_r(ranked: PositiveRanks) -> tuple[float, int]:
+    """mAP@R (Musgrave et al.; ECCV Caption §4.1): per query (1/R) Σ_{i<=R} P(i)·rel(i) with R its
+    number of positives; rewards putting *all* positives first, not just one.  Returns (mean over
+    queries with R > 0, queries with R = 0)."""
+    rows, j, inside, counts = _hits_within_r(ranked)
+    precision = np.where(inside, j / ranked.ranks, 0.0)
+    has = counts > 0
+    per_query = np.bincount(rows, weights=precision, minlength=counts.size)[has] / counts[has]
+    return (float(per_query.mean()) if per_query.size else float("nan")), int(np.count_nonzero(~has))
+
+
+def r_precision(ranked: PositiveRanks) -> tuple[float, int]:
+    """R-Precision: share of a query's top R (R = its positives) that are positive; returns (mean
+    over queries with R > 0, queries with R = 0)."""
+    rows, _, inside, counts = _hits_within_r(ranked)
+    has = counts > 0
+    per_query = np.bincount(rows, weights=inside, minlength=counts.size)[has] / counts[has]
+    return (float(per_query.mean()) if per_query.size else float("nan")), int(np.count_nonzero(~has))
+
+
+def retrieval_metrics(
+    scores: ArrayLike,
+    positives: Positives | ArrayLike,
+    exclude_self: ArrayLike | None = None,
+    ks: Sequence[int] = (1, 5, 10),
+) -> dict[str, float]:
+    """R@K, median / mean rank of the best positive, mAP@R and R-Precision in one pass.
+
+    ``queries`` counts the queries that have a positive (the denominator of every value);
+    ``queries_without_positive`` the ones left out.
+    """
+    return metrics_from_ranks(ranks_of_positives(scores, positives, exclude_self), ks)
+
+
+def metrics_from_ranks(ranked: PositiveRanks, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """The :func:`retrieval_metrics` values from ranks already computed (e.g. block by block)."""
+    first = ranked.first
+    recalls, missing = recall_at_k(first, ks)
+    out = {f"R@{k}": v for k, v in recalls.items()}
+    out["median_rank"] = median_rank(first)[0]
+    out["mean_rank"] = mean_rank(first)[0]
+    out["mAP@R"] = map_at_r(ranked)[0]
+    out["R-Precision"] = r_precision(ranked)[0]
+    out["queries"] = float(first.size - missing)
+    out["queries_without_positive"] = float(missing)
+    return out
+
+
+def plausible_matches(query_labels: ArrayLike, gallery_labels: ArrayLike, zeta: int) -> np.ndarray:
+    """Boolean (queries, gallery) mask of plausible matches (Chun et al., via ECCV Caption §2.1):
+    label vectors y1, y2 in {0,1}^C that differ in at most ``zeta`` positions."""
+    q, g = _check_labels(query_labels, gallery_labels)
+    if int(zeta) < 0:
+        raise ValueError(f"zeta must be >= 0, got {zeta}")
+    # float32 products go through BLAS (integer ones do not) and are exact for 0/1 entries up
+    # to 2^24 classes
+    qf, gf = q.astype(np.float32), g.astype(np.float32)
+    hamming = qf.sum(1)[:, None] + gf.sum(1)[None, :] - 2 * (qf @ gf.T)
+    return hamming <= int(zeta)
+
+
+def _check_labels(query_labels: ArrayLike, gallery_labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    q, g = np.asarray(query_labels), np.asarray(gallery_labels)
+    if q.ndim != 2 or g.ndim != 2 or q.dtype != np.bool_ or g.dtype != np.bool_:
+        raise ValueError("labels must be 2-D boolean (items, classes) matrices")
+    if q.shape[1] != g.shape[1]:
+        raise ValueError(f"query labels have {q.shape[1]} classes but gallery labels {g.shape[1]}")
+    return q, g
+
+
+def pmrp(
+    scores: ArrayLike,
+    query_labels: ArrayLike,
+    gallery_labels: ArrayLike,
+    zeta: int = 0,
+    r_cap: int = 50,
+    exclude_self: ArrayLike | None = None,
+) -> tuple[float, int]:
+    """Plausible-Match R-Precision with R = min(#plausible matches, r_cap) (ECCV Caption §4.1,
+    which caps R at 50 because pseudo-positives can number in the thousands).
+
+    A gallery item is a plausible match when its label vector differs from the query's in at most
+    ``zeta`` classes (ζ = 0: identical label sets).  Per query: plausible items among the top R
+    under the pessimistic tie rule, divided by R.  Computed per block of rows from the R-th best
+    score t: items above t all count, the slots left at t go to non-matches first.  Returns (mean
+    over queries with R > 0, queries with no plausible match).
+    """
+    s = _check_scores(scores)
+    q_lab, g_lab = _check_labels(query_labels, gallery_labels)
+    n_queries, n_gallery = s.shape
+    if q_lab.shape[0] != n_queries or g_lab.shape[0] != n_gallery:
+        raise ValueError(
+            f"scores is (queries={n_queries}, gallery={n_gallery}) but labels describe "
+            f"{q_lab.shape[0]} queries and {g_lab.shape[0]} gallery items"
+        )
+    if int(r_cap) < 1:
+        raise ValueError(f"r_cap must be >= 1, got {r_cap}")
+    excl = _check_exclude(exclude_self, n_queries, n_gallery)
+    cap = min(int(r_cap), n_gallery)
+    per_query = np.zeros(n_queries)
+    r_all = np.zeros(n_queries, dtype=np.int64)
+    step = max(1, BLOCK_ELEMENTS // max(n_gallery, 1))
+    for lo in range(0, n_queries, step):
+        hi = min(lo + step, n_queries)
+        block = s[lo:hi].astype(np.float64)
+        valid = np.ones(block.shape, dtype=bool)
+        if excl is not None:
+            local = np.flatnonzero(excl[lo:hi] >= 0)
+            valid[local, excl[lo:hi][local]] = False
+            block[local, excl[lo:hi][local]] = -np.inf
+        pm = plausible_matches(q_lab[lo:hi], g_lab, zeta) & valid
+        r = np.minimum(pm.sum(1), cap)
+        r_all[lo:hi] = r
+        # the cap best scores of each row, descending; the R-th is the threshold (R <= valid items)
+        top = -np.sort(np.partition(-block, cap - 1, axis=1)[:, :cap], axis=1)
+        t = top[np.arange(hi - lo), np.maximum(r, 1) - 1][:, None]
+        above = (block > t) & valid
+        tied_negatives = np.count_nonzero((block == t) & valid & ~pm, axis=1)
+        slots_at_t = r - np.count_nonzero(above, axis=1)
+        hits = np.count_nonzero(above & pm, axis=1) + np.maximum(slots_at_t - tied_negatives, 0)
+        per_query[lo:hi] = np.where(r > 0, hits / np.maximum(r, 1), 0.0)
+    has = r_all > 0
+    return (float(per_query[has].mean()) if has.any() else float("nan")), int(np.count_nonzero(~has))
+
+
+# --------------------------------------------------------------------------- correlation
+
+
+def spearman(x: ArrayLike, y: ArrayLike) -> np.ndarray | float:
+    """Spearman's rho along the last axis: Pearson's r of average ranks (NaN for constant input)."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.shape != b.shape or a.ndim == 0 or a.shape[-1] < 2:
+        raise ValueError(f"spearman needs two arrays of one shape with >= 2 values, got {a.shape} and {b.shape}")
+    rx, ry = rankdata(a, method="average", axis=-1), rankdata(b, method="average", axis=-1)
+    dx = rx - rx.mean(axis=-1, keepdims=True)
+    dy = ry - ry.mean(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = (dx * dy).sum(-1) / np.sqrt((dx * dx).sum(-1) * (dy * dy).sum(-1))
+    return float(rho) if np.ndim(rho) == 0 else rho
+
+
+def bootstrap_spearman(
+    query_ids: ArrayLike,
+    item_ids: ArrayLike,
+    human: ArrayLike,
+    model: ArrayLike,
+    n_samples: int = 1000,
+    rng: np.random.Generator | None = None,
+) -> tuple[float, float]:
+    """CxC §4 sampled bootstrap Spearman: (mean, population std) over ``n_samples`` samples.
+
+    Dense annotations make pairs sharing a query correlated, so each sample takes half the
+    distinct queries (floor, without replacement) and one rated item per chosen query, uniformly,
+    then Spearman (average ranks) between human and model scores.  Samples are drawn in fixed
+    chunks of :data:`BOOTSTRAP_CHUNK`, so one seed always gives the same result.
+    """
+    q, it = np.asarray(query_ids).ravel(), np.asarray(item_ids).ravel()
+    h, m = np.asarray(human, dtype=np.float64).ravel(), np.asarray(model, dtype=np.float64).ravel()
+    if not (q.size == it.size == h.size == m.size):
+        raise ValueError(f"query_ids, item_ids, human, model differ in length: {q.size}, {it.size}, {h.size}, {m.size}")
+    if np.isnan(h).any() or np.isnan(m).any():
+        raise ValueError("human and model scores must not contain NaN")
+    if int(n_samples) < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    rng = np.random.default_rng() if rng is None else rng
+    _, q_idx = np.unique(q, return_inverse=True)
+    items, i_idx = np.unique(it, return_inverse=True)
+    if np.unique(q_idx.astype(np.int64) * items.size + i_idx).size != q.size:
+        raise ValueError("a (query, item) pair is rated more than once; aggregate ratings first")
+    counts = np.bincount(q_idx)
+    n_queries = counts.size
+    half = n_queries // 2
+    if half < 2:
+        raise ValueError(f"need at least 4 distinct queries (half of them >= 2), got {n_queries}")
+    by_query = np.argsort(q_idx, kind="stable")
+    first_row = np.cumsum(counts) - counts
+    rhos = np.empty(int(n_samples))
+    for lo in range(0, int(n_samples), BOOTSTRAP_CHUNK):
+        c = min(BOOTSTRAP_CHUNK, int(n_samples) - lo)
+        chosen = np.argpartition(rng.random((c, n_queries)), half - 1, axis=1)[:, :half]
+        offset = np.minimum((rng.random((c, half)) * counts[chosen]).astype(np.int64), counts[chosen] - 1)
+        rows = by_query[first_row[chosen] + offset]
+        rhos[lo : lo + c] = spearman(h[rows], m[rows])
+    return float(rhos.mean()), float(rhos.std())
+
+
+def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
+    """Kendall's tau-b (ECCV Caption Table 5 compares model rankings under two metrics):
+    (concordant - discordant) / sqrt((n0 - ties_x)(n0 - ties_y)), by scipy.  NaN if either is constant."""
+    a, b = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if a.size != b.size or a.size < 2:
+        raise ValueError(f"kendall_tau_b needs two equal-length sequences of >= 2 values, got {a.size} and {b.size}")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise ValueError("kendall_tau_b inputs must not contain NaN")
+    if np.all(a == a[0]) or np.all(b == b[0]):
+        return float("nan")
+    return float(kendalltau(a, b, variant="b").statistic)
+
+
+# --------------------------------------------------------------------------- selection, agreement
+
+
+def bison_accuracy(score_target: ArrayLike, score_decoy: ArrayLike) -> float:
+    """BISON accuracy (§4.3): share of (caption, target, decoy) triples where the target scores
+    strictly higher.  A tie counts as wrong: a model that cannot tell the images apart did not
+    select the target."""
+    t, d = np.asarray(score_target, dtype=np.float64), np.asarray(score_decoy, dtype=np.float64)
+    if t.shape != d.shape or t.ndim != 1 or t.size == 0:
+        raise ValueError(f"score_target and score_decoy must be equal-length non-empty 1-D arrays, got {t.shape}, {d.shape}")
+    if np.isnan(t).any() or np.isnan(d).any():
+        raise ValueError("BISON scores must not contain NaN")
+    return float(np.mean(t > d))
+
+
+def precision_recall(
+    predicted_pairs: Iterable[tuple[object, object]], verified_pairs: Iterable[tuple[object, object]]
+) -> tuple[float, float]:
+    """Precision and recall of one benchmark's positive (query, item) pairs against verified
+    positives (ECCV Caption Table 2: CxC precise but incomplete, PM complete but imprecise).
+    Duplicates count once; NaN when the corresponding set is empty."""
+    predicted = {tuple(p) for p in _pairs(predicted_pairs)}
+    verified = {tuple(p) for p in _pairs(verified_pairs)}
+    common = len(predicted & verified)
+    precision = common / len(predicted) if predicted else float("nan")
+    recall = common / len(verified) if verified else float("nan")
+    return precision, recall
+
+
+def _pairs(pairs: Iterable[tuple[object, object]]) -> Iterable[Sequence[object]]:
+    if isinstance(pairs, np.ndarray):
+        if pairs.ndim != 2 or pairs.shape[1] != 2:
+            raise ValueError(f"a pair array must have shape (n, 2), got {pairs.shape}")
+        return pairs.tolist()
+    out = list(pairs)
+    if any(len(p) != 2 for p in out):  # type: ignore[arg-type]
+        raise ValueError("every pair must be (query, item)")
+    return out

@@ -1,0 +1,128 @@
+"""The Crisscrossed Captions release format: ``{sts,sis,sits}_<split>.csv``.
+
+One spec, one reader (with its validation) and one writer for the files CxC published, used by
+the ``cxc:<folder>`` ground truth, the replay provider, the sampling stage's candidate CSVs and
+the aggregate stage's rated CSVs.  In the files ids have their published COCO forms
+(``COCO_val2014_%012d.jpg``, ``COCO_val2014:sentid:N``); in memory they are canonical ``coco:``
+ids, in file orientation (the first id is the rated pair's query).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
+from crisscross.core import io
+from crisscross.core.ids import CocoIdScheme, IdFormError, published
+from crisscross.core.quarantine import Rejected, reject
+
+CXC_SPLITS = ("test", "val")
+SCORE = "agg_score"
+METHOD = "sampling_method"
+ROW_COLUMNS = ("id_a", "id_b", "score", "sampling_method", "where")
+_COCO = CocoIdScheme()
+
+
+@dataclass(frozen=True)
+class CxcFile:
+    """One release file: its task type and id columns (their kinds are the task type's)."""
+
+    task: str
+    columns: tuple[str, str]
+
+    @property
+    def kinds(self) -> tuple[str, str]:
+        return TASK_TYPE_INFO[self.task].kinds
+
+    def name(self, split: str) -> str:
+        return f"{self.task.lower()}_{split}.csv"
+
+
+CXC_FILES = {
+    STS: CxcFile(STS, ("caption1", "caption2")),
+    SIS: CxcFile(SIS, ("image1", "image2")),
+    SITS: CxcFile(SITS, ("caption", "image")),
+}
+
+
+def check_split(split: str) -> str:
+    if split not in CXC_SPLITS:
+        raise ValueError(f"CxC split must be one of {CXC_SPLITS}, got {split!r}")
+    return split
+
+
+def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejected]]:
+    """One release CSV → its usable rows (``ROW_COLUMNS``, file order) and every other row.
+
+    Rows with missing or extra fields or no sampling method (``malformed-row``), ids that are not
+    COCO ids of the column's kind (``bad-id``), scores that are not finite numbers
+    (``bad-score``) or lie outside 0–5 (``score-out-of-range``) are rejected.
+    """
+    path = Path(path)
+    spec = CXC_FILES[task]
+    needed = [*spec.columns, SCORE, METHOD]
+    rows: list[tuple[str, str, float, str, str]] = []
+    rejected: list[Rejected] = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle, restkey="_extra")
+        absent = [c for c in needed if c not in (reader.fieldnames or [])]
+        if absent:
+            raise ValueError(f"{path}: header lacks columns {absent}; it has {reader.fieldnames}")
+        for row in reader:
+            where = f"{path.name}:{reader.line_num}"
+            problem = _row_problem(row, needed)
+            if problem:
+                rejected.append(reject("row", "", "malformed-row", problem, where, row))
+                continue
+            try:
+                a, b = (_COCO.parse(row[c], k) for c, k in zip(spec.columns, spec.kinds, strict=True))
+            except IdFormError as error:
+                rejected.append(reject("row", "", "bad-id", str(error), where, row))
+                continue
+            key = item_id(task, a, b)
+            try:
+                score = float(row[SCORE])
+            except ValueError:
+                score = math.nan
+            if not math.isfinite(score):
+                rejected.append(reject("row", key, "bad-score", f"{SCORE} {row[SCORE]!r} is not a finite number", where, row))
+                continue
+            if not SCORE_MIN <= score <= SCORE_MAX:
+                rejected.append(reject("row", key, "score-out-of-range", f"{SCORE} {score} outside [{SCORE_MIN}, {SCORE_MAX}]", where, row))
+                continue
+            rows.append((a, b, score, row[METHOD].strip(), where))
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS)), rejected
+
+
+def _row_problem(row: Mapping[str, Any], needed: list[str]) -> str:
+    """Why a CSV row is malformed ('' when it is not): extra or missing fields, no sampling method."""
+    if "_extra" in row:
+        return f"{len(row['_extra'])} more fields than the header"
+    short = [c for c in needed if row.get(c) is None]
+    if short:
+        return f"fewer fields than the header: no {short}"
+    if not row[METHOD].strip():
+        return "empty sampling_method"
+    return ""
+
+
+def cxc_csv(task: str, rows: Iterable[tuple[str, str, float | None, str]], *, scored: bool = True) -> bytes:
+    """Rows ``(canonical a, canonical b, agg_score, sampling_method)`` in the release shape.
+
+    Scores are written to six significant digits; ``scored=False`` writes the candidate shape
+    (ids and sampling method, no score yet).
+    """
+    spec = CXC_FILES[task]
+    header = [*spec.columns, *([SCORE] if scored else []), METHOD]
+    body = (
+        [published(a, spec.kinds[0]), published(b, spec.kinds[1]), *([f"{score:.6g}"] if scored else []), method]
+        for a, b, score, method in rows
+    )
+    return io.csv_bytes(header, body)

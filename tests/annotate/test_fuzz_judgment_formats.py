@@ -1,0 +1,735 @@
+"""Fuzz every judgment format with random, truncated and mutated files (seeded, so deterministic).
+
+Each format gets (a) random inputs (raw bytes, printable text, JSON-ish token soup, mutated
+copies of a valid sample, valid samples with random bytes spliced in), (b) every truncation
+prefix of a small valid file, and (c) named structured mutations (a wrong type in each field,
+null, nested lists, huge numbers, NaN, BOM, CRLF, NUL, invalid UTF-8 in the middle, …).
+
+For every input two things are checked:
+
+* **No crash without a one-line error.**  ``read`` returns records, or raises
+  :class:`JudgmentFileError` whose message is one line naming the file.  Any other exception is a
+  bug, and so is a ``JudgmentFileError`` for a file the accounting below says is usable.
+* **No record lost without a quarantine row**, accounted per format.  A file that is not UTF-8
+  is unusable as a whole in every format (``JudgmentFileError``), so the rules are about its text:
+
+  - ``jsonl``: lines end at ``\\n``, ``\\r\\n`` or ``\\r``.  Every line holding anything besides
+    whitespace yields exactly one output (a ``RawJudgment`` or a ``malformed-record``) sourced
+    ``<file>:<line>``; content never makes the reader raise.
+  - ``csv``: the header is the first CSV record (its being unparseable is the only reason to
+    raise).  Every later CSV record that is not an empty line, one the csv module raises
+    ``csv.Error`` on included, yields exactly one output sourced at its first physical line.
+  - ``crowd-csv``: as ``csv``, except that a record yields one judgment per answered position
+    that lists an item, or one reject: between 1 and (answer positions) outputs.  It also raises
+    when the header has no ``Answer.item_<i>_score`` / ``_answer`` column (no results file).
+  - ``label-studio``: raises exactly when the text is no JSON list.  Every task that is not an
+    object with a ``data`` object, or whose ``annotations`` is neither a list nor null, yields one
+    reject sourced ``<file>:[t]``; every element of a task's ``annotations`` list yields exactly
+    one output sourced ``<file>:[t].annotations[a]``.  A task without annotations (absent, null,
+    ``[]``) has no judgments, so it yields nothing.
+
+Every output must also be well formed: a ``RawJudgment`` has canonical value names with no empty
+or null value, its ``order`` starts with the file name and its record serialises to JSON; a
+reject is a ``judgment`` ``malformed-record`` whose record is JSON.
+"""
+
+from __future__ import annotations
+
+import codecs
+import copy
+import csv
+import io
+import json
+import random
+import re
+import string
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from crisscross.annotate.formats import JUDGMENT_FIELDS, JUDGMENT_FORMATS, JudgmentFileError, RawJudgment
+from crisscross.core.quarantine import Rejected
+
+SEED = 20260705
+N_RANDOM = 200
+MAX_TRUNCATIONS = 500
+BOM = codecs.BOM_UTF8
+ANSWER_COLUMN = re.compile(r"Answer\.item_(\d+)_(score|answer)", re.ASCII)
+
+# ---------------------------------------------------------------------------- valid samples
+
+JSONL_RECORDS = [
+    {"item_id": "sts:t:cap:00-0|t:cap:01-1", "worker": "W0", "score": 3.5, "seconds": 3.5, "time": "2026-01-02T10:00:01+01:00"},
+    {"task_type": "STS", "id_a": "t:cap:01-1", "id_b": "t:cap:00-0", "worker": "W1", "score": 0},
+    {"batch_id": "b1", "position": 2, "worker": "W0", "answer": "yes", "time": "Tue Jan 20 10:10:00 PST 2026"},
+]
+CSV_SAMPLE = (
+    b"item_id,worker,score,answer,seconds,time\n"
+    b"sts:t:cap:00-0|t:cap:01-1,W0,3.5,,2,2026-01-02T10:00:00Z\n"
+    b'verify:t:img:01|t:cap:02-0,W1,,"Mostly NO, because\nit is a cat",,\n'  # lines 3-4
+    b"sis:t:img:01|t:img:04,W2,0,,,\n"
+)
+CROWD_HEADER = [
+    *["HITId", "AssignmentId", "WorkerId", "AcceptTime", "SubmitTime", "WorkTimeInSeconds", "Input.batch_id", "Input.task_type"],
+    *["Input.item_1_id", "Input.item_1_a_text", "Input.item_2_id", "Input.item_2_a_text", "Answer.item_1_score", "Answer.item_2_score"],
+]
+CROWD_ROWS = [
+    [
+        "H0",
+        "A0",
+        "W0",
+        "Tue Jan 20 10:00:00 PST 2026",
+        "Tue Jan 20 10:10:00 PST 2026",
+        "600",
+        "b1",
+        "STS",
+        "sts:a|b",
+        "a &lt;b&gt;",
+        "sts:c|d",
+        "x",
+    ]
+    + ["3.5", "1"],
+    ["H1", "A1", "W1", "Tue Jan 20 10:00:00 PST 2026", "", "60", "b2", "STS", "sts:e|f", 'a, "quoted"\ncaption', "", ""] + ["4", ""],
+    ["H0", "A2", "W2", "Tue Jan 20 10:00:00 PST 2026", "Tue Jan 20 10:11:00 PST 2026", "500", "b1", "STS", "sts:a|b", "x", "sts:c|d", "y"]
+    + ["0", "5"],
+]
+LABEL_STUDIO_TASKS = [
+    {
+        "id": 1000,
+        "data": {"item_id": "sts:a|b", "batch_id": "b1", "position": 1, "task_type": "STS", "text_a": "A dog.", "text_b": "A cat."},
+        "annotations": [
+            {
+                "id": 1,
+                "completed_by": "W0",
+                "result": [{"from_name": "score", "to_name": "text_a", "type": "number", "value": {"number": 3.5}}],
+                "lead_time": 6.25,
+                "created_at": "2026-01-03T08:00:00.250000Z",
+            },
+            {
+                "id": 2,
+                "completed_by": {"id": 2, "email": "W1"},
+                "result": [{"from_name": "score", "value": {"number": 1}}],
+                "was_cancelled": False,
+            },
+        ],
+    },
+    {
+        "id": 1001,
+        "data": {"item_id": "verify:i|c", "batch_id": "b2", "position": 1, "image_a": "x.jpg", "text_b": "A cat."},
+        "annotations": [{"id": 3, "completed_by": 7, "result": [{"from_name": "answer", "value": {"choices": ["yes"]}}]}],
+    },
+    {"id": 1002, "data": {"item_id": "sts:c|d"}, "annotations": []},  # not annotated yet: no judgment
+]
+
+
+def csv_text(header: list[str], rows: list[list[str]], end: str = "\r\n") -> bytes:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator=end)  # MTurk writes CRLF
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue().encode()
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str  # the format's name
+    file: str  # the name the bytes are read under
+    sample: bytes
+    n_judgments: int  # RawJudgments the valid sample gives
+    keys: tuple[str, ...] = field(default=JUDGMENT_FIELDS)
+
+
+CASES = [
+    Case("jsonl", "judgments.jsonl", "".join(json.dumps(r) + "\n" for r in JSONL_RECORDS).encode(), 3),
+    Case("csv", "judgments.csv", CSV_SAMPLE, 3, ("item_id", "worker", "score", "answer", "seconds", "time")),
+    Case("crowd-csv", "results-sts.csv", csv_text(CROWD_HEADER, CROWD_ROWS), 5, tuple(CROWD_HEADER)),
+    Case("label-studio", "export-sts-tasks.json", json.dumps(LABEL_STUDIO_TASKS, indent=1).encode(), 3),
+]
+IDS = [c.id for c in CASES]
+
+# ---------------------------------------------------------------------------- reading and accounting
+
+
+@dataclass
+class Outcome:
+    records: list[RawJudgment | Rejected]
+    error: JudgmentFileError | None
+
+
+def run(case: Case, data: bytes) -> Outcome:
+    try:
+        records = JUDGMENT_FORMATS.create(case.id).read(case.file, data)
+    except JudgmentFileError as error:
+        message = str(error)
+        assert len(message.splitlines()) == 1 and case.file in message, f"not a one-line error naming the file: {message!r}"
+        return Outcome([], error)
+    assert isinstance(records, list)
+    return Outcome(records, None)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What the accounting rule demands of one input."""
+
+    raises: bool  # the file is unusable: JudgmentFileError is the right answer
+    sources: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → (least, most) outputs
+
+
+def decoded(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+def expect_jsonl(case: Case, text: str) -> Expect:
+    lines = re.split(r"\r\n|\r|\n", text)
+    return Expect(False, {f"{case.file}:{n}": (1, 1) for n, line in enumerate(lines, start=1) if line.strip()})
+
+
+def expect_csv(case: Case, text: str) -> Expect:
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+    except csv.Error:
+        return Expect(True)
+    if header is None:
+        return Expect(False)
+    most = 1
+    if case.id == "crowd-csv":
+        positions = [m.group(1) for c in header if (m := ANSWER_COLUMN.fullmatch(c))]
+        if not positions or max(len(p) for p in positions) > 9:
+            return Expect(True)
+        most = len({int(p) for p in positions})
+    sources = {}
+    while True:
+        start = reader.line_num + 1
+        try:
+            if next(reader) == []:
+                continue
+        except csv.Error:
+            pass
+        except StopIteration:
+            break
+        sources[f"{case.file}:{start}"] = (1, most)
+    return Expect(False, sources)
+
+
+def expect_label_studio(case: Case, text: str) -> Expect:
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return Expect(True)
+    if not isinstance(document, list):
+        return Expect(True)
+    sources = {}
+    for t, task in enumerate(document):
+        annotations = task.get("annotations") if isinstance(task, dict) else None
+        if not isinstance(task, dict) or not isinstance(task.get("data"), dict) or not isinstance(annotations, list | None):
+            sources[f"{case.file}:[{t}]"] = (1, 1)
+        else:
+            sources.update({f"{case.file}:[{t}].annotations[{a}]": (1, 1) for a in range(len(annotations or []))})
+    return Expect(False, sources)
+
+
+EXPECT: dict[str, Callable[[Case, str], Expect]] = {
+    "jsonl": expect_jsonl,
+    "csv": expect_csv,
+    "crowd-csv": expect_csv,
+    "label-studio": expect_label_studio,
+}
+
+
+def check_output(record: RawJudgment | Rejected, case: Case) -> None:
+    assert record.source.startswith(f"{case.file}:"), record
+    if isinstance(record, Rejected):
+        assert (record.kind, record.reason) == ("judgment", "malformed-record"), record
+        assert all(isinstance(v, str) for v in (record.key, record.detail, record.record)), record
+        for value in (record.key, record.detail, record.record, record.source):
+            value.encode("utf-8")  # the quarantine is written to Parquet
+        json.loads(record.record)  # the original record, kept as JSON
+    else:
+        assert isinstance(record, RawJudgment), f"a reader returned {record!r}"
+        assert record.order[0] == case.file, record
+        assert set(record.values) <= set(JUDGMENT_FIELDS), record
+        assert all(v not in ("", None) for v in record.values.values()), record
+        json.dumps(dict(record.values), ensure_ascii=False).encode("utf-8")  # the judgments table is Parquet: no lone surrogates
+        json.dumps(record.record, default=str)  # validation quarantines it as JSON
+
+
+def check(case: Case, data: bytes, label: str) -> Outcome:
+    """Read ``data`` as ``case`` and check both rules; failures name the input."""
+    where = f"{case.id} [{label}], input {data[:200]!r}{'…' if len(data) > 200 else ''} ({len(data)} bytes)"
+    try:
+        outcome = run(case, data)
+    except Exception as error:
+        raise AssertionError(f"{where}: {type(error).__name__}: {str(error)[:300]}") from error
+    text = decoded(data)
+    expect = Expect(True) if text is None else EXPECT[case.id](case, text)
+    if expect.raises or outcome.error is not None:
+        assert expect.raises and outcome.error is not None, f"{where}: expected raise={expect.raises}, got {outcome.error!r}"
+        return outcome
+    for record in outcome.records:
+        check_output(record, case)
+    counts = Counter(r.source for r in outcome.records)
+    unexpected = sorted(set(counts) - set(expect.sources))
+    assert not unexpected, f"{where}: outputs from {unexpected[:5]}, which the accounting does not know"
+    wrong = {s: counts[s] for s, (least, most) in expect.sources.items() if not least <= counts[s] <= most}
+    assert not wrong, f"{where}: output counts {dict(list(wrong.items())[:5])} outside the rule (lost or duplicated records)"
+    return outcome
+
+
+# ---------------------------------------------------------------------------- generators
+
+
+class Raw(str):
+    """A JSON literal spliced into generated text as written (too big or too deep for json.dumps)."""
+
+
+def dumps(value: Any, **options: Any) -> str:
+    raws: list[Raw] = []
+
+    def mark(v: Any) -> Any:
+        if isinstance(v, Raw):
+            raws.append(v)
+            return f"@@raw{len(raws) - 1}@@"
+        if isinstance(v, dict):
+            return {k: mark(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [mark(x) for x in v]
+        return v
+
+    text = json.dumps(mark(value), **options)
+    for i, raw in enumerate(raws):
+        text = text.replace(f'"@@raw{i}@@"', raw)
+    return text
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # generated text may hold lone surrogates
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+STRINGS = [
+    *["", " ", "\t", "W0", "sts:a|b", "verify:i|c", "STS", "VERIFY", "yes", "Mostly NO, because", "3.5", "-1", "1e999", "NaN"],
+    *["2026-01-02T10:00:00Z", "Tue Jan 20 10:10:00 PST 2026", "a\nb", "a\r\nb", "a\u2028b", "\x00", "\ud800", "'=cmd", "é"],
+    *["9" * 5000, "x" * 3000, "\ufeffW0"],
+]
+NUMBERS = [0, 1, -1, 7, 2**31, 2**63, 10**30, 1.5, -0.0, 1e308, float("nan"), float("inf"), -float("inf"), True, False]
+RAWS = [Raw("1" * 5000), Raw("1e999"), Raw("-1e-999"), Raw(DEEP), Raw("NaN"), Raw("-Infinity")]
+
+
+def random_value(rng: random.Random, depth: int = 0) -> Any:
+    r = rng.random()
+    if r < 0.1:
+        return None
+    if r < 0.3:
+        return rng.choice(NUMBERS) if rng.random() < 0.7 else rng.randint(-(10**9), 10**9)
+    if r < 0.65:
+        return rng.choice(STRINGS)
+    if r < 0.7:
+        return rng.choice(RAWS)
+    if depth > 2 or r < 0.85:
+        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice([*STRINGS[:8], "number", "choices", "email", "id"]): random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def mutate_object(rng: random.Random, obj: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    obj = dict(obj)
+    for _ in range(rng.randint(1, 3)):
+        r, key = rng.random(), rng.choice(keys)
+        if r < 0.6:
+            obj[key] = random_value(rng)
+        elif r < 0.8:
+            obj.pop(key, None)
+        else:
+            obj[rng.choice(STRINGS[:8])] = random_value(rng)
+    return obj
+
+
+def mutate_label_studio(rng: random.Random) -> Any:
+    tasks = copy.deepcopy(LABEL_STUDIO_TASKS)
+    for _ in range(rng.randint(1, 4)):
+        r = rng.random()
+        t = rng.randrange(len(tasks))
+        task = tasks[t]
+        if r < 0.05:
+            return random_value(rng)
+        if r < 0.15 or not isinstance(task, dict):
+            tasks[t] = random_value(rng)
+        elif r < 0.3:
+            task[rng.choice(["data", "annotations"])] = random_value(rng)
+        elif r < 0.4 and isinstance(task.get("data"), dict):
+            task["data"] = mutate_object(rng, task["data"], ["item_id", "batch_id", "position"])
+        elif isinstance(task.get("annotations"), list) and task["annotations"]:
+            a = rng.randrange(len(task["annotations"]))
+            annotation = task["annotations"][a]
+            if r < 0.5 or not isinstance(annotation, dict):
+                task["annotations"][a] = random_value(rng)
+            elif r < 0.7 or not isinstance(annotation.get("result"), list) or not annotation["result"]:
+                task["annotations"][a] = mutate_object(rng, annotation, ["completed_by", "result", "lead_time", "created_at"])
+            else:
+                results = annotation["result"]
+                i = rng.randrange(len(results))
+                result = results[i] if isinstance(results[i], dict) else {}
+                if rng.random() < 0.5:
+                    results[i] = mutate_object(rng, result, ["from_name", "value"])
+                else:
+                    result["value"] = mutate_object(rng, result.get("value") or {}, ["number", "choices"])
+    return tasks
+
+
+CSV_CELLS = ['"', '""', '"unterminated', 'a"b', '"a""b"', "a,b", '"a,\nb"', "a\rb", "\x00", "", " ", "é", "\u2028", "x" * 140_000]
+
+
+def random_csv(rng: random.Random, case: Case) -> bytes:
+    if case.id == "crowd-csv":
+        header, rows = list(CROWD_HEADER), [list(r) for r in CROWD_ROWS]
+    else:
+        lines = list(csv.reader(io.StringIO(CSV_SAMPLE.decode(), newline="")))
+        header, rows = lines[0], lines[1:]
+    if rng.random() < 0.2:
+        for _ in range(rng.randint(1, 3)):
+            header[rng.randrange(len(header))] = rng.choice(
+                [*header, "Answer.item_0_score", "Answer.item_007_answer", "Answer.item_x_score", "Answer.item_3_score", "extra", ""]
+            )
+    out = []
+    for _ in range(rng.randint(0, 5)):
+        cells = list(rng.choice(rows))
+        for _ in range(rng.randint(0, 3)):
+            r = rng.random()
+            if r < 0.7:
+                cells[rng.randrange(len(cells))] = rng.choice(CSV_CELLS + STRINGS[:12])
+            elif r < 0.85:
+                cells.append(rng.choice(CSV_CELLS))
+            elif cells:
+                cells.pop()
+        out.append(cells)
+    end = rng.choice(["\n", "\r\n", "\r"])
+    if rng.random() < 0.5:  # written properly quoted, or joined raw so stray quotes and newlines break records
+        return encode(csv_text(header, out, end).decode())
+    return encode(end.join(",".join(cells) for cells in [header, *out]) + rng.choice([end, ""]))
+
+
+def random_structured(rng: random.Random, case: Case) -> bytes:
+    """Something close to a valid file: the sample's records with random changes."""
+    if case.id == "label-studio":
+        return encode(dumps(mutate_label_studio(rng)))
+    if case.id in ("csv", "crowd-csv"):
+        return random_csv(rng, case)
+    lines = []
+    for _ in range(rng.randint(1, 6)):
+        record = rng.choice(JSONL_RECORDS)
+        lines.append(dumps(mutate_object(rng, record, list(JUDGMENT_FIELDS)) if rng.random() < 0.9 else random_value(rng)))
+    return encode("\n".join(lines) + "\n")
+
+
+ALPHABET = string.printable + '",,{}[]::\n\n\n\r\x00é\u2028\ufeff\x85'
+
+
+def json_tokens(rng: random.Random, case: Case) -> bytes:
+    tokens = ["{", "}", "[", "]", ":", ",", '"', "null", "true", "NaN", "1e999", "-0", "7", '"W0"', "\n", " ", "\\u0000"]
+    tokens += ['"\\ud800"', "1" * 50, '"data"', '"annotations"', '"result"', '"value"', '"number"', '"choices"', '"score"']
+    tokens += [f'"{k}"' for k in case.keys]
+    return "".join(rng.choice(tokens) for _ in range(rng.randint(1, 60))).encode()
+
+
+def random_inputs(case: Case) -> list[tuple[str, bytes]]:
+    rng = random.Random(f"{SEED}/{case.id}")
+    out = []
+    for i in range(N_RANDOM):
+        kind = ("bytes", "printable", "json-tokens", "structured", "spliced")[i % 5]
+        if kind == "bytes":
+            data = rng.randbytes(rng.randint(0, 400))
+        elif kind == "printable":
+            data = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 300))).encode()
+        elif kind == "json-tokens":
+            data = json_tokens(rng, case)
+        elif kind == "structured":
+            data = random_structured(rng, case)
+        else:  # printable junk replaces a slice of the valid sample (random bytes would only test "not UTF-8")
+            start = rng.randrange(len(case.sample))
+            end = min(len(case.sample), start + rng.randint(0, 20))
+            junk = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 20))).encode()
+            data = case.sample[:start] + junk + case.sample[end:]
+        out.append((f"{kind} #{i}", data))
+    return out
+
+
+# ---------------------------------------------------------------------------- structured mutations
+
+BAD_VALUES: dict[str, Any] = {
+    "number": 123456789,
+    "negative": -1,
+    "float": 1.5,
+    "huge-float": 1e308,
+    "huge-int-literal": Raw("1" * 5000),
+    "long-digit-string": "9" * 5000,
+    "nan": float("nan"),
+    "infinity": float("inf"),
+    "null": None,
+    "true": True,
+    "empty": "",
+    "blank": "  ",
+    "nested-list": [["a"]],
+    "object": {"a": 1},
+    "nul": "a\x00b",
+    "u2028": "a\u2028b",
+    "lone-surrogate": "\ud800",
+    "deep": Raw(DEEP),
+}
+
+INVALID_UTF8 = {"ff": b"\xff", "truncated": b"\xc3", "surrogate": b"\xed\xa0\x80", "overlong": b"\xc0\xaf"}
+
+
+def replace_line(data: bytes, number: int, new: bytes, end: bytes = b"\n") -> bytes:
+    lines = data.split(end)
+    lines[number - 1] = new
+    return end.join(lines)
+
+
+def common_mutations(case: Case) -> list[tuple[str, bytes]]:
+    data = case.sample
+    at = data.index(b"W0")  # inside a value, in every sample
+    return [
+        ("bom", BOM + data),
+        ("crlf", data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")),
+        ("cr only", data.replace(b"\r\n", b"\n").replace(b"\n", b"\r")),
+        ("no final newline", data.rstrip(b"\r\n")),
+        ("blank lines", data.replace(b"\n", b"\n\n \t\n", 2)),
+        ("nul byte", data[:at] + b"\x00" + data[at:]),
+        ("u2028 raw", data[:at] + "\u2028\x85".encode() + data[at:]),
+        ("empty file", b""),
+        ("whitespace file", b" \n\t\r\n"),
+        ("utf-16", data.decode().encode("utf-16")),
+        *((f"invalid utf-8 {label}", data[:at] + bad + data[at:]) for label, bad in INVALID_UTF8.items()),
+    ]
+
+
+def jsonl_mutations(case: Case) -> list[tuple[str, bytes]]:
+    out = []
+    for key in JUDGMENT_FIELDS:
+        for label, value in BAD_VALUES.items():
+            out.append((f"{key}={label}", replace_line(case.sample, 2, encode(dumps({**JSONL_RECORDS[1], key: value})))))
+    for label, line in {
+        "array": b"[1, 2]",
+        "string": b'"text"',
+        "number": b"1" * 5000,
+        "nan": b"NaN",
+        "null": b"null",
+        "deep": DEEP.encode(),
+        "duplicate-key": b'{"worker": "W1", "worker": "W2"}',
+        "bad-escape": b'{"worker": "\\x"}',
+        "bom-mid-file": BOM + json.dumps(JSONL_RECORDS[1]).encode(),
+        "u2028-in-string": json.dumps({**JSONL_RECORDS[1], "worker": "W\u2028\x85\x0c1"}, ensure_ascii=False).encode(),
+        "long-line": json.dumps({**JSONL_RECORDS[1], "worker": "x" * 300_000}).encode(),
+        "control-chars-only": b"\x1c\x1d\x0b\x0c",
+    }.items():
+        out.append((f"line 2 = {label}", replace_line(case.sample, 2, line)))
+    return out
+
+
+def csv_mutations(case: Case) -> list[tuple[str, bytes]]:
+    end = b"\r\n" if case.id == "crowd-csv" else b"\n"
+    lines = case.sample.split(end)
+    out = []
+    for label, cell in {
+        "empty": b"",
+        "quote": b'"',
+        "unterminated": b'"never closed',
+        "inner-quote": b'a"b',
+        "cr": b"a\rb",
+        "nul": b"a\x00b",
+        "huge": b"x" * 200_000,
+        "huge-quoted": b'"' + b"x" * 200_000 + b'"',
+        "extra-cells": b"a,b,c,d",
+    }.items():
+        out.append((f"cell={label}", replace_line(case.sample, 2, lines[1].replace(b"W0", cell), end)))
+    out += [
+        ("row with fewer cells", replace_line(case.sample, 2, b"a,b", end)),
+        ("header unterminated quote", replace_line(case.sample, 1, b'"' + lines[0], end)),
+        ("header huge", replace_line(case.sample, 1, lines[0] + b"," + b"x" * 200_000, end)),
+        ("header cr", replace_line(case.sample, 1, lines[0].replace(b",", b"\rx,", 1), end)),
+        ("header duplicated column", replace_line(case.sample, 1, lines[0] + b"," + lines[0].split(b",")[-1], end)),
+        ("only a header", lines[0] + end),
+        ("blank header", end + case.sample),
+    ]
+    if case.id == "crowd-csv":
+        header = list(CROWD_HEADER)
+        out += [
+            ("no answer columns", csv_text([c.replace("Answer.", "Result.") for c in header], CROWD_ROWS)),
+            ("no items listed", csv_text(header, [[*CROWD_ROWS[0][:8], "", "x", "", "y", "3", "4"]])),
+            ("answer position of 5000 digits", csv_text([*header[:-1], f"Answer.item_{'1' * 5000}_score"], CROWD_ROWS)),
+            ("answer position 0 and padded", csv_text([*header[:-2], "Answer.item_0_score", "Answer.item_002_answer"], CROWD_ROWS)),
+            ("answer column twice", csv_text([*header[:-1], "Answer.item_1_score"], CROWD_ROWS)),
+            ("no Input.item_<i>_id columns", csv_text([c.replace("_id", "_key") for c in header], CROWD_ROWS)),
+        ]
+    return out
+
+
+def label_studio_mutations(case: Case) -> list[tuple[str, bytes]]:
+    def with_value(path: tuple[Any, ...], value: Any) -> bytes:
+        tasks: Any = copy.deepcopy(LABEL_STUDIO_TASKS)
+        target = tasks
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+        return encode(dumps(tasks))
+
+    annotation = (0, "annotations", 0)
+    paths = [
+        (0,),
+        (0, "data"),
+        (0, "data", "item_id"),
+        (0, "annotations"),
+        annotation,
+        (*annotation, "completed_by"),
+        (*annotation, "lead_time"),
+        (*annotation, "result"),
+        (*annotation, "result", 0),
+        (*annotation, "result", 0, "value"),
+        (*annotation, "result", 0, "value", "number"),
+        (1, "annotations", 0, "result", 0, "value", "choices"),
+    ]
+    out = [(f"{'.'.join(map(str, p))}={label}", with_value(p, v)) for p in paths for label, v in BAD_VALUES.items()]
+    out += [
+        ("top-level object", b'{"tasks": []}'),
+        ("top-level number", b"1" * 5000),
+        ("deep", DEEP.encode()),
+        ("trailing garbage", case.sample + b"]"),
+        ("completed_by object without email", with_value((*annotation, "completed_by"), {"id": 5})),
+    ]
+    return out
+
+
+MUTATIONS: dict[str, Callable[[Case], list[tuple[str, bytes]]]] = {
+    "jsonl": jsonl_mutations,
+    "csv": csv_mutations,
+    "crowd-csv": csv_mutations,
+    "label-studio": label_studio_mutations,
+}
+
+# ---------------------------------------------------------------------------- tests
+
+
+def test_every_format_is_fuzzed() -> None:
+    assert [c.id for c in CASES] == ["jsonl", "csv", "crowd-csv", "label-studio"]
+    assert {c.id for c in CASES} == set(JUDGMENT_FORMATS.names())
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_valid_sample_reads_cleanly(case: Case) -> None:
+    outcome = check(case, case.sample, "valid sample")
+    assert outcome.error is None
+    assert all(isinstance(r, RawJudgment) for r in outcome.records)
+    assert len(outcome.records) == case.n_judgments
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_random_inputs(case: Case) -> None:
+    outcomes = [check(case, data, label) for label, data in random_inputs(case)]
+    # the random inputs reach the record code, not only the file checks
+    assert sum(o.error is None and any(isinstance(r, RawJudgment) for r in o.records) for o in outcomes) >= 10
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_truncated_files(case: Case) -> None:
+    data = case.sample
+    step = max(1, len(data) // MAX_TRUNCATIONS)
+    for end in [*range(0, len(data), step), len(data)]:
+        check(case, data[:end], f"first {end} of {len(data)} bytes")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_structured_mutations(case: Case) -> None:
+    cases = common_mutations(case) + MUTATIONS[case.id](case)
+    assert len(cases) >= 20
+    for label, data in cases:
+        check(case, data, label)
+
+
+# ---------------------------------------------------------------------------- regressions
+# Inputs the fuzzing found making a reader crash or lose a record, and what they give now.
+
+
+def read(spec: str, data: bytes, name: str = "f") -> list[RawJudgment | Rejected]:
+    return JUDGMENT_FORMATS.create(spec).read(name, data)
+
+
+def sources(records: list[RawJudgment | Rejected]) -> list[tuple[str, str]]:
+    return [(type(r).__name__, r.source) for r in records]
+
+
+@pytest.mark.parametrize("data", [DEEP.encode(), b"1" * 5000], ids=["deep-nesting", "huge-int"])
+def test_json_the_parser_refuses(data: bytes) -> None:
+    # json.loads raises RecursionError for deep nesting and a plain ValueError for long integers.
+    assert sources(read("jsonl", b'{"worker": "W0"}\n' + data + b"\n")) == [("RawJudgment", "f:1"), ("Rejected", "f:2")]
+    with pytest.raises(JudgmentFileError, match="f: not a JSON document"):
+        read("label-studio", data)
+
+
+def test_jsonl_lines_end_only_at_newlines() -> None:
+    # str.splitlines() also broke at U+2028, U+0085, form feeds…, which JSON strings may hold raw:
+    # one record became two rejects and every later line number was wrong.
+    data = json.dumps({"worker": "W\u2028\x85\x0c1", "score": 1}, ensure_ascii=False).encode() + b"\r\n\n" + b"{nope\r" + b'{"score": 2}'
+    records = read("jsonl", data)
+    assert sources(records) == [("RawJudgment", "f:1"), ("Rejected", "f:3"), ("RawJudgment", "f:4")]
+    assert records[0].values["worker"] == "W\u2028\x85\x0c1"
+    assert json.loads(records[1].record) == "{nope"  # the line, as a JSON string
+
+
+def test_lone_surrogates_are_refused() -> None:
+    # JSON's \\udXXX escapes can write half a surrogate pair; validation kept the worker and the
+    # judgments table could not be written (UnicodeEncodeError).  A whole pair is one character.
+    data = b'{"worker": "W\\ud800", "score": 1}\n{"worker": "W\\ud83d\\ude00", "score": 1}\n'
+    records = read("jsonl", data)
+    assert sources(records) == [("Rejected", "f:1"), ("RawJudgment", "f:2")]
+    assert "worker holds a lone surrogate" in records[0].detail
+    task = {
+        "data": {"item_id": "sts:a|b"},
+        "annotations": [{"completed_by": "W0", "result": [{"from_name": "answer", "value": {"choices": ["\udfff"]}}]}],
+    }
+    assert sources(read("label-studio", json.dumps([task]).encode())) == [("Rejected", "f:[0].annotations[0]")]
+
+
+def test_label_studio_annotations_and_results_that_are_not_lists() -> None:
+    # `for a in task.get("annotations") or []` raised TypeError for a number, and iterated a
+    # string's characters or an object's keys; the same held for an annotation's result.
+    tasks = [
+        {"data": {"item_id": "a"}, "annotations": 5},
+        {"data": {"item_id": "b"}, "annotations": [{"completed_by": "W0", "result": 5}, {"completed_by": "W1", "result": None}]},
+        {"data": {"item_id": "c"}, "annotations": "ab"},
+        "not a task",
+    ]
+    records = read("label-studio", json.dumps(tasks).encode())
+    assert sources(records) == [
+        ("Rejected", "f:[0]"),
+        ("Rejected", "f:[1].annotations[0]"),
+        ("RawJudgment", "f:[1].annotations[1]"),
+        ("Rejected", "f:[2]"),
+        ("Rejected", "f:[3]"),
+    ]
+    assert json.loads(records[-1].record) == "not a task"
+
+
+def test_csv_records_the_parser_refuses() -> None:
+    # csv.Error (a cell over the field limit, a stray carriage return) ended the whole read.
+    data = b"worker,score\nW0,1\nW1," + b"x" * 200_000 + b"\nW2,3\n"
+    records = read("csv", data)
+    assert sources(records) == [("RawJudgment", "f:2"), ("Rejected", "f:3"), ("RawJudgment", "f:4")]
+    assert "field limit" in records[1].detail
+    with pytest.raises(JudgmentFileError, match="f: the header line is not readable CSV"):
+        read("csv", b"worker," + b"x" * 200_000 + b"\nW0\n")
+
+
+def test_crowd_csv_never_drops_a_row_silently() -> None:
+    # A file without answer columns gave no judgments and no error; a row listing no item vanished.
+    with pytest.raises(JudgmentFileError, match="f: no Answer.item_<i>_score"):
+        read("crowd-csv", b"WorkerId,Input.item_1_id,Result.item_1_score\nW0,sts:a|b,3\n")
+    records = read("crowd-csv", b"WorkerId,Input.item_1_id,Answer.item_1_score\nW0,sts:a|b,3\nW1,,4\n")
+    assert sources(records) == [("RawJudgment", "f:2"), ("Rejected", "f:3")]
+    with pytest.raises(JudgmentFileError, match="position of 5000 digits"):  # int() refuses 4300 digits
+        read("crowd-csv", f"WorkerId,Answer.item_{'1' * 5000}_score\nW0,3\n".encode())

@@ -1,0 +1,77 @@
+"""CxC candidate sampling rules on small known cases."""
+
+from __future__ import annotations
+
+import json
+
+from crisscross.candidates.cxc import (
+    C2C_COCAPTION,
+    C2C_ISIM,
+    I2I_CSIM,
+    Candidate,
+    Evidence,
+    caption_pair_for_images,
+    cocaption_pairs,
+    enforce_constraints,
+    image_pair,
+    neighbour_pairs,
+)
+from crisscross.core.quarantine import Rejected
+
+CAPTIONS = {"i:a": ["c:a1", "c:a2", "c:a3"], "i:b": ["c:b1", "c:b2"], "i:c": ["c:c1"]}
+
+
+def rows(query: str, neighbours: list[str]) -> list[dict]:
+    return [{"query_id": query, "rank": r + 1, "neighbour_id": n, "similarity": 1 - r / 10} for r, n in enumerate(neighbours)]
+
+
+def test_neighbour_pairs_are_unordered_and_cut_at_top():
+    found = list(neighbour_pairs(rows("i:b", ["i:a", "i:c", "i:d"]), "text/use/cm", top=2))
+    assert [pair for pair, _ in found] == [("i:a", "i:b"), ("i:b", "i:c")]
+    assert found[0][1] == Evidence("text/use/cm", "i:b", 1, 1.0)
+
+
+def test_image_pair_unites_evidence_from_both_ends_and_encoders():
+    evidence = [Evidence("text/use", "i:b", 2, 0.8), Evidence("text/bow", "i:a", 1, 0.9), Evidence("text/use", "i:a", 1, 0.8)]
+    candidate = image_pair(I2I_CSIM, ("i:a", "i:b"), evidence)
+    assert (candidate.id1, candidate.id2, candidate.image1, candidate.image2) == ("i:a", "i:b", "i:a", "i:b")
+    assert [e["space"] for e in json.loads(candidate.provenance_json())] == ["text/bow", "text/use", "text/use"]
+
+
+def test_caption_draw_is_seeded_per_pair_and_order_free():
+    one = caption_pair_for_images(("i:a", "i:b"), [], CAPTIONS, seed=1)
+    again = caption_pair_for_images(("i:a", "i:b"), [], {k: list(reversed(v)) for k, v in CAPTIONS.items()}, seed=1)
+    assert one == again and one.method == C2C_ISIM
+    assert one.id1 in CAPTIONS[one.image1] and one.id2 in CAPTIONS[one.image2] and one.id1 < one.id2
+    draws = {caption_pair_for_images(("i:a", "i:b"), [], CAPTIONS, seed=s).id1 for s in range(40)}
+    assert draws == {"c:a1", "c:a2", "c:a3"}  # every caption of image a gets drawn across seeds
+    missing = caption_pair_for_images(("i:a", "i:z"), [], CAPTIONS, seed=1)
+    assert isinstance(missing, Rejected) and missing.reason == "no-captions"
+
+
+def test_cocaption_pairs_are_distinct_within_image_pairs():
+    pairs = cocaption_pairs(CAPTIONS, 3, seed=4)
+    assert len(pairs) == 3 and len({(p.id1, p.id2) for p in pairs}) == 3
+    assert all(p.method == C2C_COCAPTION and p.image1 == p.image2 and p.id1 < p.id2 for p in pairs)
+    assert pairs == cocaption_pairs(CAPTIONS, 3, seed=4)
+    assert len(cocaption_pairs(CAPTIONS, 100, seed=4)) == 4  # only 3 + 1 within-image pairs exist
+
+
+def test_constraints_keep_the_first_and_reject_the_rest():
+    def cand(method: str, a: str, b: str) -> Candidate:
+        return Candidate(method, a, b, a, b, ())
+
+    kept, rejected = enforce_constraints(
+        [
+            cand(I2I_CSIM, "x", "y"),
+            cand(I2I_CSIM, "x", "y"),
+            cand(I2I_CSIM, "z", "z"),
+            cand(C2C_ISIM, "p", "q"),
+            cand(C2C_COCAPTION, "p", "q"),
+        ],
+        allow_cross_method=False,
+    )
+    assert [(c.method, c.id1, c.id2) for c in kept] == [(C2C_COCAPTION, "p", "q"), (I2I_CSIM, "x", "y")]
+    assert sorted((r.reason, r.key) for r in rejected) == [("cross-method", "p|q"), ("duplicate-pair", "x|y"), ("self-pair", "z|z")]
+    kept, rejected = enforce_constraints([cand(C2C_ISIM, "p", "q"), cand(C2C_COCAPTION, "p", "q")], allow_cross_method=True)
+    assert len(kept) == 2 and rejected == []

@@ -1,0 +1,121 @@
+"""Image decoding: real JPEGs decode, broken files fail loudly, orientation and modes are handled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFile
+
+from crisscross.core.images import UnreadableImageError, image_size, load_rgb
+
+
+@pytest.fixture(scope="module")
+def photo(test_photos: Path) -> Path:
+    return sorted(test_photos.glob("*.jpg"))[0]
+
+
+def test_real_jpeg_decodes_to_rgb_uint8(photo: Path) -> None:
+    rgb = load_rgb(str(photo))
+    with Image.open(photo) as reference:
+        expected = np.asarray(reference.convert("RGB"))
+    assert rgb.dtype == np.uint8
+    assert rgb.shape == expected.shape
+    assert rgb.shape[2] == 3
+    np.testing.assert_array_equal(rgb, expected)
+    assert image_size(str(photo)) == (rgb.shape[1], rgb.shape[0])
+
+
+def test_truncated_jpeg_is_unreadable(photo: Path, tmp_path: Path) -> None:
+    data = photo.read_bytes()
+    truncated = tmp_path / "truncated.jpg"
+    truncated.write_bytes(data[: len(data) // 2])
+    assert not ImageFile.LOAD_TRUNCATED_IMAGES
+    with pytest.raises(UnreadableImageError, match="truncated.jpg"):
+        load_rgb(str(truncated))
+    with pytest.raises(UnreadableImageError, match="truncated.jpg"):
+        image_size(str(truncated))
+
+
+def test_text_file_named_jpg_is_unreadable(tmp_path: Path) -> None:
+    fake = tmp_path / "fake.jpg"
+    fake.write_text("this is not an image\n")
+    for read in (load_rgb, image_size):
+        with pytest.raises(UnreadableImageError, match="fake.jpg"):
+            read(str(fake))
+
+
+def test_missing_file_is_unreadable(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jpg"
+    for read in (load_rgb, image_size):
+        with pytest.raises(UnreadableImageError, match="nope.jpg"):
+            read(str(missing))
+
+
+def test_unreadable_image_error_is_a_value_error() -> None:
+    assert issubclass(UnreadableImageError, ValueError)
+
+
+def test_truncated_png_is_unreadable(tmp_path: Path) -> None:
+    full = tmp_path / "full.png"
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(full)
+    data = full.read_bytes()
+    cut = tmp_path / "cut.png"
+    cut.write_bytes(data[: len(data) // 2])
+    assert load_rgb(str(full)).shape == (64, 64, 3)
+    with pytest.raises(UnreadableImageError):
+        load_rgb(str(cut))
+    with pytest.raises(UnreadableImageError):
+        image_size(str(cut))
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    # 4 wide × 2 high, left column red; orientation 6 means "rotate 90° clockwise to view".
+    pixels = np.zeros((2, 4, 3), dtype=np.uint8)
+    pixels[:, 0] = (255, 0, 0)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = tmp_path / "rotated.png"
+    Image.fromarray(pixels).save(path, exif=exif)
+    rgb = load_rgb(str(path))
+    assert rgb.shape == (4, 2, 3)
+    # After a clockwise turn the stored left column is the top row.
+    np.testing.assert_array_equal(rgb[0], [[255, 0, 0], [255, 0, 0]])
+    np.testing.assert_array_equal(rgb[1:], 0)
+    assert image_size(str(path)) == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("mode", "value", "expected"),
+    [
+        ("L", 100, (100, 100, 100)),
+        ("RGBA", (10, 20, 30, 0), (10, 20, 30)),
+        ("CMYK", (0, 255, 255, 0), (255, 0, 0)),
+    ],
+)
+def test_other_modes_become_rgb(tmp_path: Path, mode: str, value: object, expected: tuple[int, int, int]) -> None:
+    path = tmp_path / f"img-{mode}.{'jpg' if mode == 'CMYK' else 'png'}"
+    Image.new(mode, (5, 3), value).save(path, quality=100)
+    rgb = load_rgb(str(path))
+    assert rgb.shape == (3, 5, 3)
+    np.testing.assert_allclose(rgb.reshape(-1, 3), np.tile(expected, (15, 1)), atol=2)
+
+
+def test_palette_image_becomes_rgb(tmp_path: Path) -> None:
+    path = tmp_path / "palette.png"
+    image = Image.new("P", (3, 2))
+    image.putpalette([0, 0, 0, 200, 100, 50] + [0] * 762)
+    image.putpixel((1, 0), 1)
+    image.save(path)
+    rgb = load_rgb(str(path))
+    assert rgb.shape == (2, 3, 3)
+    np.testing.assert_array_equal(rgb[0, 1], [200, 100, 50])
+    np.testing.assert_array_equal(rgb[0, 0], [0, 0, 0])
+
+
+def test_refuses_to_run_when_truncated_loading_is_enabled(photo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    with pytest.raises(RuntimeError, match="LOAD_TRUNCATED_IMAGES"):
+        load_rgb(str(photo))

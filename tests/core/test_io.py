@@ -1,0 +1,302 @@
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from crisscross.core import io
+
+
+def test_atomic_write_leaves_nothing_when_the_block_fails(tmp_path: Path):
+    target = tmp_path / "table.parquet"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError), io.atomic_write(str(target)) as handle:
+        handle.write(b"half")
+        raise RuntimeError("crash mid-write")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.parquet"]
+
+
+def test_writes_are_byte_identical_for_the_same_value(tmp_path: Path):
+    table = pa.table({"id": ["b", "a"], "x": [1, 2]})
+    for name in ("one", "two"):
+        io.write_parquet(str(tmp_path / f"{name}.parquet"), table)
+        io.write_json(str(tmp_path / f"{name}.json"), {"b": 1, "a": [1, 2]})
+        io.write_npy(str(tmp_path / f"{name}.npy"), np.arange(6, dtype=np.float32).reshape(2, 3))
+    for suffix in ("parquet", "json", "npy"):
+        assert (tmp_path / f"one.{suffix}").read_bytes() == (tmp_path / f"two.{suffix}").read_bytes()
+    assert io.read_parquet(str(tmp_path / "one.parquet")).equals(table)
+    assert (tmp_path / "one.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
+
+
+def test_staged_directory_replaces_only_on_success(tmp_path: Path):
+    out = tmp_path / "items"
+    out.mkdir()
+    (out / "old.txt").write_text("previous release")
+
+    with pytest.raises(RuntimeError), io.staged_directory(str(out)) as staging:
+        (Path(staging) / "new.txt").write_text("half done")
+        raise RuntimeError("stage crashed")
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    # What the failed run wrote is kept for inspection, beside the untouched output.
+    assert (io.failed_path(str(out)) / "new.txt").read_text() == "half done"
+
+    with io.staged_directory(str(out)) as staging:
+        (Path(staging) / "new.txt").write_text("complete")
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert not [p for p in tmp_path.iterdir() if ".staging-" in p.name or ".previous-" in p.name]
+
+
+# ---------------------------------------------------------------------------------------------
+# One run per output: the lock on --out, and cleaning up after runs that were killed.
+# ---------------------------------------------------------------------------------------------
+
+import logging  # noqa: E402
+import select  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+# Enters staged_directory for argv[1], says "ready" and holds the lock until killed.
+HOLD_LOCK = """
+import sys, time
+from crisscross.core import io
+with io.staged_directory(sys.argv[1]):
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+# Writes into staging over an existing output, then dies as a SIGKILL (OOM killer, kill -9) kills.
+KILLED_MID_STAGE = """
+import os, signal, sys
+from pathlib import Path
+from crisscross.core import io
+with io.staged_directory(sys.argv[1]) as staging:
+    (Path(staging) / "new.txt").write_text("half done")
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _python(code: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_ready(process: subprocess.Popen[str]) -> None:
+    readable, _, _ = select.select([process.stdout], [], [], 60)
+    line = process.stdout.readline() if readable else ""
+    assert line == "ready\n", f"the lock holder did not start: {line!r}"
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".staging-" in p.name or ".previous-" in p.name or p.name.endswith(".failed"))
+
+
+def test_a_second_run_on_a_locked_output_fails_at_once_naming_the_holder(tmp_path: Path, caplog):
+    out = tmp_path / "items"
+    holder = _python(HOLD_LOCK, str(out))
+    try:
+        _wait_ready(holder)
+        with pytest.raises(io.OutputLockedError, match=f"pid {holder.pid} ") as raised, io.staged_directory(str(out)):
+            pytest.fail("entered a locked output")
+        message = str(raised.value)
+        assert "\n" not in message and "since " in message and "wait for it to finish, or stop it" in message
+        # the loser touched nothing: the holder's staging is still there, no .failed
+        assert _leftovers(tmp_path) == [f".items.staging-{holder.pid}"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert holder.returncode == -signal.SIGKILL
+
+    # the OS released the dead holder's lock; the next run takes it and cleans up after it
+    caplog.set_level(logging.INFO, logger="crisscross")
+    with io.staged_directory(str(out)) as staging:
+        (Path(staging) / "new.txt").write_text("complete")
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert _leftovers(tmp_path) == []
+    assert f"removed .items.staging-{holder.pid}" in caplog.text
+
+
+def test_a_run_killed_mid_stage_keeps_the_previous_output_and_the_next_run_cleans_up(tmp_path: Path, caplog):
+    out = tmp_path / "items"
+    out.mkdir()
+    (out / "old.txt").write_text("previous release")
+    killed = _python(KILLED_MID_STAGE, str(out))
+    _, stderr = killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, stderr
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert (tmp_path / f".items.staging-{killed.pid}" / "new.txt").read_text() == "half done"
+
+    caplog.set_level(logging.INFO, logger="crisscross")
+    with io.staged_directory(str(out)) as staging:
+        (Path(staging) / "new.txt").write_text("complete")
+    assert [p.name for p in out.iterdir()] == ["new.txt"]
+    assert _leftovers(tmp_path) == []
+    assert [r.getMessage() for r in caplog.records if "cleaned up" in r.getMessage()] == [
+        f"cleaned up after an interrupted run of {out}: removed .items.staging-{killed.pid}"
+    ]
+
+
+def test_the_previous_output_of_a_run_killed_between_the_renames_is_restored(tmp_path: Path, caplog):
+    out = tmp_path / "items"
+    dead = _dead_pid()
+    previous = tmp_path / f".items.previous-{dead}"
+    previous.mkdir()
+    (previous / "old.txt").write_text("previous release")
+    (tmp_path / f".items.staging-{dead}").mkdir()
+    alive = _python("import time; time.sleep(120)")  # a live pid's folder is not ours to remove
+    try:
+        (tmp_path / f".items.staging-{alive.pid}").mkdir()
+        caplog.set_level(logging.INFO, logger="crisscross")
+        with pytest.raises(RuntimeError, match="this run fails too"), io.staged_directory(str(out)):
+            assert (out / "old.txt").read_text() == "previous release"
+            raise RuntimeError("this run fails too")
+    finally:
+        alive.kill()
+        alive.wait()
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert set(_leftovers(tmp_path)) == {"items.failed", f".items.staging-{alive.pid}"}
+    assert f"restored {out} from .items.previous-{dead}" in caplog.text
+
+
+def test_two_ingest_commands_on_the_same_out_one_publishes_the_other_names_the_holder(tmp_path: Path):
+    crisscross = shutil.which("crisscross", path=str(Path(sys.executable).parent)) or shutil.which("crisscross")
+    assert crisscross, "the crisscross command is not installed"
+    out = tmp_path / "items"
+    command = [crisscross, "ingest", "--in", "data/demo/captions.jsonl", "--images", "data/demo/images"]
+    command += ["--out", str(out), "--params", "params.yaml"]
+    # Both start together and hold the lock for the whole stage (~1 s), so they nearly always
+    # overlap; should one finish before the other reaches the lock, both succeed: try again.
+    for _attempt in range(2):
+        runs = [subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outputs = [run.communicate(timeout=120) for run in runs]
+        if any(run.returncode for run in runs):
+            break
+    codes = sorted(run.returncode for run in runs)
+    assert codes[0] == 0 and codes[1] != 0, outputs
+    (winner, _), (_, (_, stderr)) = sorted(zip(runs, outputs, strict=True), key=lambda pair: pair[0].returncode)
+    assert "ingest: done" in outputs[runs.index(winner)][0]
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith(f"crisscross ingest: error: {out} is being written by another run"), stderr
+    assert f"(pid {winner.pid} on " in errors[0] and "wait for it to finish, or stop it" in errors[0]
+    assert (out / "captions.parquet").is_file()
+    assert _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- CSV formula-injection guard (csv_bytes)
+# Security hardening: csv_cell / csv_bytes / frame_csv_bytes and the CSVs written through them.
+
+
+def _read_csv(data: bytes) -> list[list[str]]:
+    import csv
+    import io as std_io
+
+    return list(csv.reader(std_io.StringIO(data.decode(), newline=""), strict=True))
+
+
+def test_csv_bytes_guards_cells_that_would_start_a_formula():
+    texts = [
+        '=HYPERLINK("http://x","y")',
+        "@SUM(1)",
+        "+1+1",  # not a number: a formula
+        "-2+3+cmd|' /C calc'!A0",
+        "\t=1+1",
+        "\r=1+1",
+        "-inf",  # the text forms of special floats are not plain numbers
+        "-",
+        "a dog = a cat",  # only the first character counts
+        "'quoted",
+    ]
+    written = _read_csv(io.csv_bytes(["text"], [[t] for t in texts]))
+    assert [row[0] for row in written[1:]] == [
+        '\'=HYPERLINK("http://x","y")',
+        "'@SUM(1)",
+        "'+1+1",
+        "'-2+3+cmd|' /C calc'!A0",
+        "'\t=1+1",
+        "'\r=1+1",
+        "'-inf",
+        "'-",
+        "a dog = a cat",
+        "'quoted",
+    ]
+    assert io.csv_bytes(["caption"], [['=HYPERLINK("http://x","y")']]) == b'caption\n"\'=HYPERLINK(""http://x"",""y"")"\n'
+
+
+def test_csv_bytes_quotes_a_row_with_a_carriage_return_so_it_stays_one_row():
+    # csv.writer quotes "\n" but not a bare "\r"; unquoted, "'\r=1+1" would read as a new line "=1+1".
+    data = io.csv_bytes(["t", "n"], [["\r=1+1", 2], ["a\rb", -1.5], ["x", None]])
+    assert data == b't,n\n"\'\r=1+1","2"\n"a\rb","-1.5"\nx,\n'
+    assert _read_csv(data) == [["t", "n"], ["'\r=1+1", "2"], ["a\rb", "-1.5"], ["x", ""]]
+
+
+def test_csv_bytes_leaves_plain_numbers_and_ordinary_values_as_they_were():
+    import numpy as np
+
+    numbers = ["-0.5", "-3", "+1e-3", "-.5", "+7", "-1E+20", "0"]
+    assert _read_csv(io.csv_bytes(["n"], [[n] for n in numbers]))[1:] == [[n] for n in numbers]
+    values = [-0.5, -3, np.float32(-0.25), np.int64(-7), 1e-05, -1e-05, None, True, "a dog", ""]
+    assert io.csv_bytes(["v"], [[v] for v in values]) == b'v\n-0.5\n-3\n-0.25\n-7\n1e-05\n-1e-05\n""\nTrue\na dog\n""\n'
+    assert [io.csv_cell(v) for v in values] == values  # unchanged objects: the writer formats them as before
+    assert io.csv_cell(float("-inf")) == "'-inf"
+
+
+def test_csv_bytes_guards_the_header():
+    assert _read_csv(io.csv_bytes(["id", "=cmd", "-x", "-1"], []))[0] == ["id", "'=cmd", "'-x", "-1"]
+
+
+def test_frame_csv_bytes_guards_the_aggregate_raters_table():
+    import io as std_io
+
+    import pandas as pd
+
+    from crisscross.aggregate.quality import rater_report
+    from crisscross.annotate.schema import JUDGMENTS_SCHEMA, STS, TASKS_SCHEMA, item_id
+
+    items = [item_id(STS, f"t:cap:{i}", f"t:cap:{i + 10}") for i in range(4)]
+    judgment = {"task_type": STS, "id_a": "a", "id_b": "b", "answer": None, "seconds": 5.0, "time": None, "batch_id": "b1"}
+    rows = [
+        {**judgment, "item_id": item, "worker": worker, "score": float(score), "source": "people", "simulated": False}
+        for worker, scores in {"=cmd": [0, 1, 2, 3], "@w": [3, 2, 1, 0], "w3": [0, 1, 3, 2]}.items()
+        for item, score in zip(items, scores, strict=True)
+    ]
+    tasks = [
+        {"item_id": item, "task_type": STS, "id_a": "a", "id_b": "b", "sampling_method": "c2c_isim", "gold": "", "batch_id": "b1"}
+        for item in items
+    ]
+    raters = rater_report(
+        pa.Table.from_pylist(rows, schema=JUDGMENTS_SCHEMA).to_pandas(),
+        pa.Table.from_pylist([{**t, "position": p} for p, t in enumerate(tasks, 1)], schema=TASKS_SCHEMA).to_pandas(),
+    )
+    written = _read_csv(io.frame_csv_bytes(raters))
+    header, body = written[0], written[1:]
+    assert [row[header.index("worker")] for row in body] == ["'=cmd", "'@w", "w3"]
+    correlations = [row[header.index("loo_correlation")] for row in body]
+    assert any(c.startswith("-") for c in correlations)  # negative numbers stay numbers
+    assert not any(c.startswith("'") for row in body for c in row[1:])
+    read_back = pd.read_csv(std_io.BytesIO(io.frame_csv_bytes(raters)))  # as pipelines/aggregate.py reads raters.csv
+    assert read_back["worker"].tolist() == ["'=cmd", "'@w", "w3"]  # the apostrophe stays: data is kept as written
+
+
+def test_crowd_csv_task_export_guards_formula_captions():
+    from crisscross.annotate.formats import TASK_FORMATS, Batch, BatchItem, Side
+
+    texts = ["=1+1", "@SUM(1)", "-0.5", "- a dash first"]
+    items = tuple(
+        BatchItem(f"sts:t:cap:{i}|t:cap:{i + 10}", i + 1, Side(f"t:cap:{i}", "text", text), Side(f"t:cap:{i + 10}", "text", "plain"))
+        for i, text in enumerate(texts)
+    )
+    files = TASK_FORMATS.create("crowd-csv").write([Batch("b1", "STS", items)], replicas=3)
+    header, row = _read_csv(files["sts.csv"])
+    cells = dict(zip(header, row, strict=True))
+    assert [cells[f"item_{i}_a_text"] for i in range(1, 5)] == ["'=1+1", "'@SUM(1)", "-0.5", "'- a dash first"]
+    assert cells["item_1_b_text"] == "plain" and cells["replicas"] == "3"

@@ -1,0 +1,50 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crisscross.embed.sets import EmbeddingSet, cocaption_mean, encoder_slug, row_problem
+
+
+def test_cocaption_mean_weights_captions_equally_and_ignores_order():
+    vectors = np.array([[3.0, 0.0], [0.0, 0.5]], dtype=np.float32)
+    mean = cocaption_mean(["c2", "c1"], vectors)
+    np.testing.assert_allclose(mean, [0.5, 0.5])  # unit vectors averaged, not raw ones
+    np.testing.assert_array_equal(mean, cocaption_mean(["c1", "c2"], vectors[::-1]))
+    assert mean.dtype == np.float32
+
+
+def test_row_problems():
+    assert row_problem(np.ones(3, np.float32), 3) is None
+    assert row_problem(np.ones(4, np.float32), 3) == "wrong-dim"
+    assert row_problem(np.array([1, np.nan, 0], np.float32), 3) == "non-finite"
+    assert row_problem(np.array([1, np.inf, 0], np.float32), 3) == "non-finite"
+    assert row_problem(np.zeros(3, np.float32), 3) == "zero-vector"
+
+
+def test_set_round_trip_is_sorted_memory_mapped_and_deterministic(tmp_path: Path):
+    ids = ["coco:cap:3", "coco:cap:1", "coco:cap:2"]
+    vectors = np.arange(6, dtype=np.float64).reshape(3, 2)
+    for name in ("a", "b"):
+        EmbeddingSet(ids, vectors, {"encoder": "x"}).write(str(tmp_path / name))
+    loaded = EmbeddingSet.read(tmp_path / "a")
+    assert loaded.ids == ["coco:cap:1", "coco:cap:2", "coco:cap:3"]
+    assert isinstance(loaded.vectors, np.memmap) and loaded.vectors.dtype == np.float32
+    np.testing.assert_array_equal(loaded.vectors, [[2, 3], [4, 5], [0, 1]])
+    assert loaded.meta == {"encoder": "x", "dim": 2, "count": 3}
+    for name in ("vectors.npy", "ids.parquet", "meta.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_set_refuses_inconsistent_input_and_writing_repeated_ids():
+    with pytest.raises(ValueError, match="2 ids but vectors of shape"):
+        EmbeddingSet(["a", "b"], np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="duplicate ids"):
+        EmbeddingSet(["a", "a"], np.zeros((2, 2))).write("unused")
+
+
+def test_encoder_slug():
+    assert encoder_slug("use-m3") == "use-m3"
+    slug = encoder_slug("precomputed:/data/clip vectors.npz")
+    assert slug.startswith("precomputed-clip-vectors-") and len(slug) == len("precomputed-clip-vectors-") + 8
+    assert encoder_slug("tfhub:/a/model") != encoder_slug("tfhub:/b/model")

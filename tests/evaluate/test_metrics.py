@@ -1,0 +1,372 @@
+"""Retrieval, correlation and selection metrics: hand-computed cases from the papers' definitions,
+vectorised code against per-query references on seeded random data (with many ties), guards."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.reference import (
+    reference_bootstrap,
+    reference_map_r,
+    reference_pmrp,
+    reference_ranks,
+)
+from crisscross.evaluate import metrics
+from crisscross.evaluate.metrics import (
+    NO_POSITIVE,
+    Positives,
+    bison_accuracy,
+    bootstrap_spearman,
+    kendall_tau_b,
+    map_at_r,
+    mean_rank,
+    median_rank,
+    plausible_matches,
+    pmrp,
+    precision_recall,
+    r_precision,
+    ranks_of_positives,
+    recall_at_k,
+    retrieval_metrics,
+    spearman,
+)
+
+
+def random_case(seed: int, n_q: int, n_g: int, tied: bool, with_self: bool):
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 4, (n_q, n_g)).astype(np.float32) if tied else rng.standard_normal((n_q, n_g))
+    mask = rng.random((n_q, n_g)) < 0.15
+    mask[rng.random(n_q) < 0.2] = False  # some queries without positives
+    excl = None
+    if with_self:
+        excl = rng.integers(-1, n_g, n_q)
+        mask[np.arange(n_q)[excl >= 0], excl[excl >= 0]] = False
+    return scores, mask, excl
+
+
+# --------------------------------------------------------------------------- Positives
+
+
+def test_positives_constructors_agree_and_canonicalise():
+    mask = np.array([[False, True, True], [False, False, False], [True, False, False]])
+    a = Positives.from_dense(mask)
+    b = Positives.from_lists([[2, 1, 2], [], [0]])  # unsorted, duplicate 2 merged
+    c = Positives.from_pairs([2, 0, 0], [0, 2, 1], n_queries=3)
+    for p in (a, b, c):
+        np.testing.assert_array_equal(p.indptr, [0, 2, 2, 3])
+        np.testing.assert_array_equal(p.indices, [1, 2, 0])
+    np.testing.assert_array_equal(a.counts, [2, 0, 1])
+
+
+def test_positives_reject_unsorted_or_duplicate_indices():
+    with pytest.raises(ValueError, match="sorted ascending without duplicates"):
+        Positives(np.array([0, 2]), np.array([3, 3]))
+    with pytest.raises(ValueError, match="indptr must start at 0"):
+        Positives(np.array([0, 3]), np.array([1, 2]))
+
+
+# --------------------------------------------------------------------------- ranks, hand cases
+
+
+def test_ranks_hand_case_with_ties_and_self_exclusion():
+    scores = np.array(
+        [
+            [0.9, 0.5, 0.5, 0.1],  # positives {2}: ties with column 1 (negative) -> rank 3
+            [0.2, 0.8, 0.8, 0.8],  # positives {1, 3}, tied with negative 2: order 2,1,3 -> ranks 2, 3
+            [0.7, 0.6, 0.5, 0.4],  # no positives
+            [0.3, 0.9, 0.3, 0.3],  # self = column 1 (best score, removed); positive {0} ties 2 and 3 -> rank 3
+        ]
+    )
+    pos = Positives.from_lists([[2], [1, 3], [], [0]])
+    ranked = ranks_of_positives(scores, pos, exclude_self=[-1, -1, -1, 1])
+    np.testing.assert_array_equal(ranked.indptr, [0, 1, 3, 3, 4])
+    np.testing.assert_array_equal(ranked.ranks, [3, 2, 3, 3])
+    np.testing.assert_array_equal(ranked.first, [3, 2, NO_POSITIVE, 3])
+    # without the exclusion, query 3's self column (0.9) ranks above the positive: rank 4
+    assert ranks_of_positives(scores, pos).ranks[-1] == 4
+
+
+def test_constant_scores_put_every_positive_last():
+    scores = np.zeros((1, 5))
+    ranked = ranks_of_positives(scores, Positives.from_lists([[0, 4]]))
+    np.testing.assert_array_equal(ranked.ranks, [4, 5])  # 3 negatives first, then the 2 positives
+
+
+def test_recall_median_mean_hand_case():
+    first = np.array([1, 3, 0, 7, 2, 0])  # two queries without positive
+    recalls, missing = recall_at_k(first, ks=(1, 5, 10))
+    assert missing == 2
+    # ranks 1, 3, 7, 2: <=1 -> 1/4, <=5 -> 3/4, <=10 -> 4/4
+    assert recalls == {1: 0.25, 5: 0.75, 10: 1.0}
+    assert median_rank(first) == (2.5, 2)  # sorted 1, 2, 3, 7 -> (2 + 3) / 2
+    assert mean_rank(first) == (3.25, 2)  # 13 / 4
+
+
+def test_all_queries_without_positive_give_nan_not_zero():
+    recalls, missing = recall_at_k(np.array([0, 0]))
+    assert missing == 2 and all(math.isnan(v) for v in recalls.values())
+    assert math.isnan(median_rank(np.array([0]))[0])
+
+
+# --------------------------------------------------------------------------- mAP@R, R-Precision
+
+
+@pytest.mark.parametrize(
+    ("positive_ranks", "expected_map", "expected_rp"),
+    [
+        # ECCV Caption §4.1 human-study cases, R = 8 positives
+        # (A) only top-1 wrong: positives at 2..9; (1/8) Σ_{j=1..7} j/(j+1) = 0.66027 ("66.0")
+        (list(range(2, 10)), sum(j / (j + 1) for j in range(1, 8)) / 8, 7 / 8),
+        # (B) only top-1 correct: (1/8)(1/1) = 12.5
+        ([1, 20, 21, 22, 23, 24, 25, 26], 1 / 8, 1 / 8),
+        # (C) top-1..5 wrong, 6..8 right: (1/8)(1/6 + 2/7 + 3/8) = 10.3
+        ([6, 7, 8, 20, 21, 22, 23, 24], (1 / 6 + 2 / 7 + 3 / 8) / 8, 3 / 8),
+        # (D) only the 5th correct: (1/8)(1/5) = 2.5
+        ([5, 20, 21, 22, 23, 24, 25, 26], (1 / 5) / 8, 1 / 8),
+    ],
+)
+def test_map_at_r_matches_the_eccv_human_study_numbers(positive_ranks, expected_map, expected_rp):
+    n_gallery = 30
+    scores = np.zeros((1, n_gallery))
+    scores[0] = -np.arange(n_gallery, dtype=float)  # column c has rank c + 1
+    pos = Positives.from_lists([[r - 1 for r in positive_ranks]])
+    ranked = ranks_of_positives(scores, pos)
+    np.testing.assert_array_equal(ranked.ranks, positive_ranks)
+    assert map_at_r(ranked) == (pytest.approx(expected_map, abs=1e-15), 0)
+    assert r_precision(ranked) == (pytest.approx(expected_rp, abs=1e-15), 0)
+
+
+def test_eccv_rounded_values():
+    scores = -np.arange(30, dtype=float)[None, :]
+    values = [
+        map_at_r(ranks_of_positives(scores, Positives.from_lists([[r - 1 for r in case]])))[0]
+        for case in (range(2, 10), [1, *range(20, 27)], [6, 7, 8, *range(20, 25)], [5, *range(20, 27)])
+    ]
+    assert [round(100 * v, 1) for v in values] == [66.0, 12.5, 10.3, 2.5]
+
+
+def test_retrieval_metrics_facade_hand_case():
+    scores = np.array(
+        [
+            [0.9, 0.1, 0.5],  # positives {0, 2}: ranks 1, 2 -> AP 1, RP 1
+            [0.9, 0.1, 0.5],  # positives {1}: rank 3 -> AP 0, RP 0
+            [0.9, 0.1, 0.5],  # no positives
+        ]
+    )
+    out = retrieval_metrics(scores, Positives.from_lists([[0, 2], [1], []]), ks=(1, 2))
+    assert out == {
+        "R@1": 0.5,  # first ranks 1, 3
+        "R@2": 0.5,
+        "median_rank": 2.0,
+        "mean_rank": 2.0,
+        "mAP@R": 0.5,
+        "R-Precision": 0.5,
+        "queries": 2.0,
+        "queries_without_positive": 1.0,
+    }
+
+
+# --------------------------------------------------------------------------- against references
+
+
+@pytest.mark.parametrize(("seed", "tied", "with_self"), [(0, True, False), (1, True, True), (2, False, True), (3, False, False)])
+def test_ranks_and_metrics_match_per_query_reference(seed, tied, with_self, monkeypatch):
+    monkeypatch.setattr(metrics, "BLOCK_ELEMENTS", 97)  # force many uneven blocks
+    scores, mask, excl = random_case(seed, n_q=60, n_g=23, tied=tied, with_self=with_self)
+    ranked = ranks_of_positives(scores, mask, exclude_self=excl)
+    ref = reference_ranks(scores, mask, excl)
+    np.testing.assert_array_equal(ranked.counts, [len(r) for r in ref])
+    np.testing.assert_array_equal(ranked.ranks, np.concatenate(ref))
+    first = np.array([r[0] if len(r) else 0 for r in ref])
+    np.testing.assert_array_equal(ranked.first, first)
+
+    ref_map, ref_rp = reference_map_r(ref)
+    n_missing = sum(len(r) == 0 for r in ref)
+    assert n_missing > 0
+    assert map_at_r(ranked) == (pytest.approx(ref_map, rel=1e-12), n_missing)
+    assert r_precision(ranked) == (pytest.approx(ref_rp, rel=1e-12), n_missing)
+    present = first[first > 0]
+    out = retrieval_metrics(scores, mask, exclude_self=excl)
+    for k in (1, 5, 10):
+        assert out[f"R@{k}"] == pytest.approx(np.mean(present <= k), rel=1e-12)
+    assert out["median_rank"] == float(np.median(present))
+    assert out["mean_rank"] == pytest.approx(present.mean(), rel=1e-12)
+    assert out["queries"] == len(present) and out["queries_without_positive"] == n_missing
+
+
+# --------------------------------------------------------------------------- PMRP
+
+
+def test_plausible_matches_by_hamming_distance():
+    q = np.array([[1, 1, 0]], dtype=bool)
+    g = np.array([[1, 1, 0], [1, 0, 0], [0, 0, 1], [1, 1, 1]], dtype=bool)
+    # Hamming distances 0, 1, 3, 1
+    np.testing.assert_array_equal(plausible_matches(q, g, 0), [[True, False, False, False]])
+    np.testing.assert_array_equal(plausible_matches(q, g, 1), [[True, True, False, True]])
+
+
+def test_pmrp_hand_case_with_tie_and_cap():
+    labels = np.array([[1, 0], [1, 0], [0, 1], [1, 0], [1, 0]], dtype=bool)
+    # query 0 (labels [1,0]); gallery 0..4; zeta 0 -> plausible {0, 1, 3, 4}
+    scores = np.array([[0.9, 0.2, 0.8, 0.8, 0.1]])
+    # R = min(4, 50) = 4; pessimistic order: 0 (0.9), 2 (0.8, non-match first), 3, 1 -> hits 0, 3, 1 = 3/4
+    assert pmrp(scores, labels[:1], labels, zeta=0) == (0.75, 0)
+    # cap 2: top 2 = 0, 2 -> 1/2
+    assert pmrp(scores, labels[:1], labels, zeta=0, r_cap=2) == (0.5, 0)
+    # query is gallery item 0 and excluded: plausible {1, 3, 4}, R = 3; order 2, 3, 1 -> hits 3, 1 = 2/3
+    assert pmrp(scores, labels[:1], labels, zeta=0, exclude_self=[0]) == (pytest.approx(2 / 3), 0)
+
+
+@pytest.mark.parametrize(("seed", "zeta", "cap", "tied"), [(0, 0, 50, True), (1, 1, 3, True), (2, 1, 5, False), (3, 2, 50, False)])
+def test_pmrp_matches_per_query_reference(seed, zeta, cap, tied, monkeypatch):
+    monkeypatch.setattr(metrics, "BLOCK_ELEMENTS", 101)
+    rng = np.random.default_rng(seed)
+    n_q, n_g = 40, 30
+    q_lab = rng.random((n_q, 4)) < 0.4
+    g_lab = rng.random((n_g, 4)) < 0.4
+    scores = rng.integers(0, 3, (n_q, n_g)).astype(float) if tied else rng.standard_normal((n_q, n_g))
+    excl = rng.integers(-1, n_g, n_q)
+    got = pmrp(scores, q_lab, g_lab, zeta=zeta, r_cap=cap, exclude_self=excl)
+    ref = reference_pmrp(scores, q_lab, g_lab, zeta, cap, excl)
+    assert got[1] == ref[1]
+    assert got[0] == pytest.approx(ref[0], rel=1e-12)
+
+
+# --------------------------------------------------------------------------- Spearman, Kendall
+
+
+def test_average_ranks_and_spearman_hand_case():
+    # x ranks 1,2,3,4; y = 1,3,2,4: d² = 0,1,1,0 -> rho = 1 - 6·2/(4·15) = 0.8
+    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8, abs=1e-15)
+    rows = spearman(np.array([[1, 2, 3], [1, 2, 3]]), np.array([[3, 2, 1], [1, 2, 3]]))
+    np.testing.assert_array_equal(rows, [-1.0, 1.0])
+
+
+def test_spearman_matches_scipy_with_ties():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 5, (20, 30)), rng.integers(0, 4, (20, 30))
+    got = spearman(x, y)
+    np.testing.assert_allclose(got, [stats.spearmanr(a, b).statistic for a, b in zip(x, y)], rtol=1e-12)
+
+
+def test_kendall_tau_b_hand_cases():
+    # one discordant pair (2,3) out of 6: (5 - 1) / 6
+    assert kendall_tau_b([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6, abs=1e-15)
+    # ties: x ties pair (0,1), y ties pair (1,2); 4 concordant, 0 discordant; 5 untied pairs each
+    # tau-b = 4 / sqrt(5 · 5) = 0.8
+    assert kendall_tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8, abs=1e-15)
+    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
+    assert math.isnan(kendall_tau_b([1, 1, 1], [1, 2, 3]))
+
+
+def test_kendall_tau_b_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        x, y = rng.integers(0, 6, 25), rng.integers(0, 6, 25)
+        assert kendall_tau_b(x, y) == pytest.approx(stats.kendalltau(x, y, variant="b").statistic, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def rating_table(seed: int, n_queries: int = 30):
+    rng = np.random.default_rng(seed)
+    per_query = rng.integers(1, 5, n_queries)
+    q = np.repeat(np.arange(n_queries), per_query)
+    items = np.concatenate([rng.choice(100, k, replace=False) for k in per_query])
+    human = rng.integers(0, 6, q.size).astype(float)
+    model = human + rng.standard_normal(q.size)
+    return q, items, human, model
+
+
+def test_bootstrap_matches_one_sample_at_a_time():
+    q, items, human, model = rating_table(0)
+    got = bootstrap_spearman(q, items, human, model, n_samples=150, rng=np.random.default_rng(7))
+    ref = reference_bootstrap(q, items, human, model, 150, np.random.default_rng(7))
+    assert got == pytest.approx(ref, rel=1e-12)
+    assert 0.5 < got[0] < 1.0 and got[1] > 0
+
+
+def test_bootstrap_sample_structure():
+    """Each sample uses half the queries, one rated item each: with a query-constant human score
+    and a model that is the query id, every sample has rho exactly 1 -> mean 1, std 0."""
+    q, items, _, _ = rating_table(1, n_queries=11)
+    human = q.astype(float) * 2.0
+    model = q.astype(float) + np.random.default_rng(0).random(q.size) * 0.5  # within-query noise < gap
+    assert bootstrap_spearman(q, items, human, model, n_samples=70, rng=np.random.default_rng(1)) == (1.0, 0.0)
+
+
+def test_bootstrap_is_deterministic_for_a_seed_and_exact_for_identical_scores():
+    q, items, human, model = rating_table(2)
+    a = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(3))
+    b = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(3))
+    c = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(4))
+    assert a == b and a != c
+    assert bootstrap_spearman(q, items, human, human.copy(), n_samples=200, rng=np.random.default_rng(3)) == (1.0, 0.0)
+
+
+def test_bootstrap_guards():
+    q, items, human, model = rating_table(3)
+    with pytest.raises(ValueError, match="rated more than once"):
+        bootstrap_spearman(np.r_[q, q[:1]], np.r_[items, items[:1]], np.r_[human, 1.0], np.r_[model, 1.0], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="at least 4 distinct queries"):
+        bootstrap_spearman([0, 1, 2], [0, 0, 0], [1, 2, 3], [1, 2, 3], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_spearman(q, items, human, np.where(q == 0, np.nan, model), rng=np.random.default_rng(0))
+
+
+# --------------------------------------------------------------------------- BISON, precision/recall
+
+
+def test_bison_accuracy_counts_ties_as_wrong():
+    # right, wrong, tie (wrong), right -> 2 / 4
+    assert bison_accuracy([0.9, 0.1, 0.5, 0.3], [0.1, 0.9, 0.5, 0.2]) == 0.5
+    with pytest.raises(ValueError, match="NaN"):
+        bison_accuracy([np.nan], [0.0])
+    with pytest.raises(ValueError, match="equal-length"):
+        bison_accuracy([1.0, 2.0], [0.0])
+
+
+def test_precision_recall_hand_case():
+    predicted = [("c1", "i1"), ("c1", "i2"), ("c2", "i1"), ("c2", "i1")]  # duplicate counts once
+    verified = [("c1", "i1"), ("c2", "i1"), ("c3", "i9"), ("c4", "i4")]
+    # 3 distinct predicted, 2 verified among them -> P = 2/3; 4 verified -> R = 2/4
+    assert precision_recall(predicted, verified) == (pytest.approx(2 / 3), 0.5)
+    assert precision_recall(np.array([[1, 2], [3, 4]]), [(1, 2)]) == (0.5, 1.0)
+    p, r = precision_recall([], [(1, 2)])
+    assert math.isnan(p) and r == 0.0
+
+
+# --------------------------------------------------------------------------- guards
+
+
+def test_guards_name_the_axes():
+    scores = np.zeros((3, 5))
+    with pytest.raises(
+        ValueError, match=r"scores has 3 rows \(axis 0 = queries\) but positives describe 5 queries \(scores looks transposed\)"
+    ):
+        ranks_of_positives(scores, Positives.from_lists([[0]] * 5))
+    with pytest.raises(ValueError, match=r"shape \(5, 3\).*it looks transposed"):
+        ranks_of_positives(scores, np.zeros((5, 3), dtype=bool))
+    with pytest.raises(ValueError, match=r"positives index gallery item 7 but scores has only 5 columns \(axis 1 = gallery items\)"):
+        ranks_of_positives(scores, Positives.from_lists([[0], [7], []]))
+    bad = scores.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"scores contain NaN \(first in query rows \[1\]\)"):
+        retrieval_metrics(bad, Positives.from_lists([[0], [1], [2]]))
+    with pytest.raises(ValueError, match="lists itself"):
+        ranks_of_positives(scores, Positives.from_lists([[0], [1], [2]]), exclude_self=[-1, 1, -1])
+    with pytest.raises(ValueError, match=r"exclude_self entries must lie in \[-1, 5\)"):
+        ranks_of_positives(scores, Positives.from_lists([[0], [1], [2]]), exclude_self=[-1, 5, -1])
+    with pytest.raises(ValueError, match="2-D"):
+        retrieval_metrics(np.zeros(5), np.zeros(5, dtype=bool))
+    labels = np.zeros((3, 2), dtype=bool)
+    with pytest.raises(ValueError, match=r"scores is \(queries=3, gallery=5\) but labels describe 3 queries and 3 gallery"):
+        pmrp(scores, labels, labels)
+    with pytest.raises(ValueError, match="every K must be >= 1"):
+        recall_at_k(np.array([1, 2]), ks=(0,))
