@@ -116,6 +116,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             if f.get("pooled_items_straddling_threshold"):
                 line += f", {f['pooled_items_straddling_threshold']} straddling the threshold"
         summary[kind] = line
+    if not facts:
+        summary["judgments"] = "none to aggregate: every task type is empty (see the tasks and annotate reports for why)"
     excluded = raters[raters["excluded"]]
     summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
     summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {io.join(stage.out, 'quarantine.parquet')}"

@@ -30,6 +30,8 @@ _stage("ingest", "crisscross.pipelines.ingest", "source dataset → canonical im
 _stage("embed", "crisscross.pipelines.embed", "items → embeddings per encoder (captions, co-caption means, images)")
 _stage("similarity", "crisscross.pipelines.similarity", "embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
 _stage("sample", "crisscross.pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
+_stage("filter", "crisscross.pipelines.filter", "embeddings + items → ECCV machine-annotator VERIFY candidates, gold batches, diversity")
+_stage("derive", "crisscross.pipelines.derive", "rated STS/SIS pairs → CxC C2I candidates (c2i_intrasim by rank, c2i_original)")
 _stage("tasks", "crisscross.pipelines.tasks", "candidates → annotation tasks in batches with gold items, exported per tool")
 _stage(
     "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"

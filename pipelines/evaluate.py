@@ -1,8 +1,11 @@
 """``crisscross evaluate``: models (embedding sets or score matrices) × ground truths → metrics.
 
-Outputs ``metrics.json`` (``{model: {truth: {protocol: {metric: {direction: value}}}}}``),
-``report.md``, ``recall_at_k.png`` and ``report.json``; unusable rows of the ground truths and of
-the optional label / BISON tables go to ``quarantine.parquet``.
+Outputs ``metrics.json`` (``results``: ``{model: {truth: {protocol: {metric: {direction: value}}}}}``;
+``galleries``: the gallery each model was scored on, e.g. ``covered: 370 of 5,000 images`` for an
+image model with vectors for part of it), ``report.md``, ``recall_at_k.png`` and ``report.json``;
+unusable rows of the ground truths and of the optional label / BISON tables go to
+``quarantine.parquet``.  A model entry's ``gallery`` (``auto`` | ``full`` | ``covered``) is
+explained in :mod:`crisscross.evaluate.protocol`.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.core.settings import params_of
 from crisscross.evaluate.protocol import (
     ALL,
+    AUTO,
     FOLDS,
     RATING_KINDS,
     TASK_KINDS,
+    NoCoverageError,
     Settings,
-    check_coverage,
+    gallery_rule,
     load_model,
+    model_gallery,
     model_ranking_agreement,
     positives_agreement,
     runnable,
@@ -54,7 +60,13 @@ HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--items", required=True, help="the ingest output: the gallery (every image and caption, in source order)")
-    parser.add_argument("--truth", action="append", required=True, help="ground truth by name, repeatable: coco, eccv, cxc:<folder>")
+    parser.add_argument(
+        "--truth",
+        action="append",
+        required=True,
+        help="ground truth by name, repeatable: coco, eccv (eccv-caption's R), eccv-gallery, cxc:<folder> (CxC paper), "
+        "cxc-eccv:<folder> (eccv-caption's CxC), release:<folder>",
+    )
     parser.add_argument(
         "--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)"
     )
@@ -80,11 +92,22 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         truths[truth.name] = truth
         rejected += truth_report.get("rejected", [])
     plan = {}
+    galleries = {}
+    skipped: dict[str, str] = {}  # models with nothing to score under the automatic gallery rule
     for name, spec in sorted(params["models"].items()):
+        if not isinstance(spec, Mapping):
+            raise ParamError(f"{stage.flags.params or 'params'}: evaluate.models.{name}: expected a mapping such as {{text: use-m3}}")
         model = load_model(name, spec, stage.inputs)
-        check_coverage(model, gallery, settings)
+        try:
+            chosen = model_gallery(model, gallery, settings, gallery_rule(name, spec))
+        except NoCoverageError as error:
+            if gallery_rule(name, spec) != AUTO:
+                raise
+            skipped[name] = f"{error}: not evaluated (a build without pixels?)"
+            continue
         tasks, ratings = runnable(model, settings)
-        plan[name] = {"tasks": tasks, "ratings": ratings}
+        plan[name] = {"tasks": tasks, "ratings": ratings, "gallery": chosen.note}
+        galleries[name] = chosen.summary()
     labels: dict[str, tuple[int, ...]] = {}
     if stage.flags.labels:
         labels, bad = read_labels(stage.flags.labels)
@@ -94,14 +117,18 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         bison, bad = read_bison(stage.flags.bison)
         rejected += bad
     positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
-    inputs = EvaluationInputs(stage.inputs, items, dict(params["models"]), settings, labels, bison)
+    models = {name: spec for name, spec in params["models"].items() if name not in skipped}
+    inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison)
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
     truth_notes = {f"{name} {key}": value for name, truth in sorted(truths.items()) for key, value in sorted(truth.notes.items())}
-    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes)
+    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes, galleries)
     write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out)
 
     def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage, gallery, plan)
+        summary = report(out, stage, gallery, plan)
+        for name, why in skipped.items():
+            summary["summary"][f"{name} skipped"] = why
+        return {**summary, "skipped_models": skipped}
 
     return finish
 
@@ -120,17 +147,18 @@ def write_outputs(
     positives: list[dict[str, Any]],
     settings: Settings,
     truth_notes: dict[str, str],
+    galleries: dict[str, dict[str, Any]],
 ) -> None:
     nested = nest(results)
     agreement = model_ranking_agreement(nested)
-    document = {"results": nested, "model_ranking_agreement": agreement, "positives_agreement": positives}
+    document = {"results": nested, "galleries": galleries, "model_ranking_agreement": agreement, "positives_agreement": positives}
     io.write_bytes(io.join(out, "metrics.json"), (json.dumps(document, indent=1, sort_keys=True, allow_nan=True) + "\n").encode())
     notes = {
         "folds": f"{settings.folds} image folds in source order",
         "bootstrap": f"{settings.bootstrap_samples} samples, seed {settings.seed}",
         **truth_notes,
     }
-    io.write_bytes(io.join(out, "report.md"), markdown(nested, agreement, positives, notes).encode())
+    io.write_bytes(io.join(out, "report.md"), markdown(nested, agreement, positives, notes, galleries).encode())
     io.write_bytes(io.join(out, "recall_at_k.png"), recall_at_k_png(nested))
 
 
@@ -138,6 +166,7 @@ def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) ->
     document = json.loads(io.read_bytes(io.join(out, "metrics.json")))
     quarantine = read_quarantine(out)
     summary = {"gallery": f"{len(gallery.image_ids)} images, {len(gallery.caption_ids)} captions"}
+    summary |= {f"{model} gallery": plan[model]["gallery"] for model in sorted(plan) if not plan[model]["gallery"].startswith("full")}
     for model, by_truth in document["results"].items():
         for truth, protocols in by_truth.items():
             parts = []

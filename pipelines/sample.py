@@ -10,7 +10,7 @@ from typing import Any
 import apache_beam as beam
 
 from crisscross.beam.sample import SampleCandidates
-from crisscross.candidates.cxc import METHODS, Candidate, SampleSettings, candidate_csvs, candidates_table
+from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, Candidate, SampleSettings, candidate_csvs, candidates_table
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
@@ -80,6 +80,11 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
         queries = len(set(io.read_parquet(path).column("query_id").to_pylist()))
         coverage[space] = {"images": queries, "left_out": n_images - queries}
     summary = {method: f"{n} candidates" for method, n in counts.items()}
+    empty_image_spaces = [s for s in c2c if coverage[s]["images"] == 0]
+    if not counts[C2C_ISIM] and empty_image_spaces:
+        summary[C2C_ISIM] += f" (S^V is empty in {', '.join(empty_image_spaces)}: no image has pixels there)"
+    if not counts[C2C_COCAPTION]:
+        summary[C2C_COCAPTION] += f" (the quota is sample.cocaption_ratio × the {counts[C2C_ISIM]} c2c_isim pairs)"
     for space, facts in coverage.items():
         line = f"covers {facts['images']} of {n_images} images"
         if facts["left_out"]:

@@ -60,9 +60,13 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         n, dim = prepared.unit.shape
         plan[space] = {"in": n + len(prepared.rejected), "rows": n, "dim": dim, "excluded": len(prepared.rejected)}
         rejected.append(pipeline | f"Excluded[{space}]" >> beam.Create(prepared.rejected))
-        if n < 2:
-            continue
-        lists = pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k)
+        # A space with fewer than two rows (a text-only build's S^V) has no neighbours: its table
+        # is written empty, so later stages see zero pairs and the reason in this report.
+        lists = (
+            pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k)
+            if n >= 2
+            else pipeline | f"NoRows[{space}]" >> beam.Create([])
+        )
         target = io.join(out, space, "neighbours.parquet")
         gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
     write_quarantine(tuple(rejected), out)
@@ -110,6 +114,8 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
         if "recall_at_k" in entry:
             line += f", recall@{k} vs exact {entry['recall_at_k']:.4f}"
+        if facts["rows"] < 2:
+            line += "; fewer than two rows, so an empty neighbour table (images without pixels leave S^V empty)"
         summary[space] = line
     summary["quarantine"] = f"{len(quarantine)} rows excluded → {io.join(stage.out, 'quarantine.parquet')}"
     return {"spaces": per_space, "excluded": count_reasons(quarantine), "summary": summary}

@@ -43,7 +43,8 @@ class StageArgs:
     settings: Any = None  # the checked settings, for stages that declare a settings class
 
 
-SHARED_SECTIONS = ("base", "data")  # read by every stage / interpolated by dvc.yaml
+SHARED_SECTIONS = ("base", "data", "rounds")  # read by every stage / interpolated by dvc.yaml / per-round overrides
+ROUNDS = "rounds"
 
 
 def read_params(path: str | None) -> dict[str, Any]:
@@ -73,14 +74,26 @@ def read_params(path: str | None) -> dict[str, Any]:
     return document
 
 
-def load_params(path: str | None, section: str, defaults: Mapping[str, Any] | type) -> tuple[dict[str, Any], dict[str, Any], Any]:
+def load_params(
+    path: str | None, section: str, defaults: Mapping[str, Any] | type, round_name: str | None = None
+) -> tuple[dict[str, Any], dict[str, Any], Any]:
     """The stage's params section over its defaults, the shared ``base`` section, and, for a
     settings class, the checked settings (:mod:`crisscross.core.settings`).
 
+    With ``round_name`` the section ``rounds.<round>.<stage>`` is laid over the stage's own, so one
+    stage command serves several annotation rounds (CxC's STS/SIS round, then SITS; ECCV's VERIFY).
     Unknown keys are an error, so a typo in ``params.yaml`` cannot be silently ignored.
     """
     document = read_params(path)
     given = document.get(section) or {}
+    if round_name:
+        rounds = document.get(ROUNDS) or {}
+        if round_name not in rounds:
+            raise ParamError(f"{path or 'params'}: no params section {ROUNDS}.{round_name}; rounds: {sorted(rounds)}")
+        overrides = (rounds[round_name] or {}).get(section) or {}
+        if not isinstance(given, Mapping) or not isinstance(overrides, Mapping):
+            raise ParamError(f"{path or 'params'}: {section} and {ROUNDS}.{round_name}.{section} must be mappings")
+        given, section = {**given, **overrides}, f"{ROUNDS}.{round_name}.{section}"
     base = document.get("base") or {}
     where = path or "params"
     base = settings_from_params(BaseSettings, base, "base", where)
@@ -116,10 +129,11 @@ def parse_args(
     parser.add_argument("--in", dest="inputs", required=True, help="input file or directory")
     parser.add_argument("--out", required=True, help="output directory (replaced atomically on success)")
     parser.add_argument("--params", default=None, help=f"params YAML; its '{name}' and 'base' sections are read")
+    parser.add_argument("--round", default=None, help=f"an annotation round: rounds.<round>.{name} is laid over the '{name}' section")
     if add_flags:
         add_flags(parser)
     flags, beam_args = parser.parse_known_args(argv)
-    params, base, settings = load_params(flags.params, name, defaults)
+    params, base, settings = load_params(flags.params, name, defaults, flags.round)
     return StageArgs(name, flags.inputs, flags.out.rstrip("/"), params, base, flags, beam_args, settings)
 
 

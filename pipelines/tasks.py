@@ -25,6 +25,7 @@ from crisscross.core.quarantine import count_reasons
 from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "tasks"
+BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
 DESCRIPTION = (
     "Turn candidate pairs into annotation tasks: items in seeded batches with known-positive and known-negative gold, exported per tool."
 )
@@ -44,11 +45,15 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: TaskParams = stage.settings
-    candidates = require(io.join(stage.inputs, "candidates.parquet"), "sample")
-    gold_spaces(stage.flags.embeddings, settings.gold_text_encoders, settings.gold_image_encoders)  # fail early, with advice
-    outputs = pipeline | "Tasks" >> BuildTasks(
-        candidates, stage.flags.items, stage.flags.embeddings, settings, int(stage.base.get("seed", 0))
-    )
+    batches = io.join(stage.inputs, BATCHES)
+    batched = io.exists(batches)  # the filter stage's VERIFY batches come formed, with their gold
+    if batched:
+        candidates = batches
+    else:
+        candidates = require(io.join(stage.inputs, "candidates.parquet"), "sample")
+        gold_spaces(stage.flags.embeddings, settings.gold_text_encoders, settings.gold_image_encoders)  # fail early, with advice
+    seed = int(stage.base.get("seed", 0))
+    outputs = pipeline | "Tasks" >> BuildTasks(candidates, stage.flags.items, stage.flags.embeddings, settings, seed, batched=batched)
     outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings)
     write_quarantine(outputs.rejected, out)
 

@@ -109,8 +109,6 @@ def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.
     missing = [c for c in JUDGMENT_COLUMNS if c not in judgments.columns]
     if missing:
         raise ValueError(f"judgments lack column(s) {', '.join(missing)} (has: {', '.join(map(str, judgments.columns))})")
-    if judgments.empty:
-        raise ValueError("judgments table is empty: no rater to report on")
     for column in ("item_id", "worker"):
         null = judgments[column].isna().to_numpy()
         if null.any():
@@ -154,10 +152,30 @@ def gold_items(gold: pd.DataFrame) -> pd.Series:
 # --------------------------------------------------------------------------- report
 
 
+# rater_report's columns and their dtypes
+RATER_COLUMNS = {
+    "worker": object,
+    "task_type": object,
+    "judgments": np.int64,
+    "gold_seen": np.int64,
+    "gold_passed": np.int64,
+    "gold_accuracy": np.float64,
+    "loo_items": np.int64,
+    "loo_correlation": np.float64,
+    "seconds_known": np.int64,
+    "median_seconds": np.float64,
+    "straightline_share": np.float64,
+    "excluded": bool,
+    "reasons": object,
+}
+
+
 def rater_report(judgments: pd.DataFrame, gold: pd.DataFrame, rules: QualityRules | Mapping[str, float] | None = None) -> pd.DataFrame:
     """One row per (worker, task type), sorted by worker then task type, with the statistics of
     the module docstring, ``excluded`` and ``reasons`` (every failed rule, "; "-joined)."""
     rules = rules if isinstance(rules, QualityRules) else QualityRules.from_params(rules)
+    if judgments.empty:  # a round nobody could judge (e.g. a text-only build's image tasks): no raters
+        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in RATER_COLUMNS.items()})
     kind, kind_names, verify, value = _check_judgments(judgments)
     gold_of = gold_items(gold)
     worker, workers = sorted_codes(judgments["worker"], "worker")

@@ -96,6 +96,44 @@ def verify_items(
     return _items(rows, catalog)
 
 
+def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "batches.parquet") -> tuple[pa.Table, list[Rejected]]:
+    """The tasks table of VERIFY batches formed upstream (the machine-annotator filter: per query,
+    16 candidates + its original positive + a negative outside every annotator's top lists), kept
+    as formed: gold drawn at random here would break the per-query rule.  Rows raters cannot be
+    shown are rejected like any item; a batch that loses a gold row is rejected whole
+    (``batch-lost-gold``), never refilled."""
+    kept: dict[str, list[dict[str, Any]]] = {}
+    rejected: list[Rejected] = []
+    seen: dict[str, str] = {}
+    for n, row in enumerate(batches.to_pylist(), start=1):
+        where = f"{source}:{n}"
+        gold = row.get("gold") or NOT_GOLD
+        method = SAMPLING_GOLD if gold else row.get("method")
+        made = _item(_Pair(row, where, method, VERIFY, row.get("image_id"), row.get("caption_id")), catalog)
+        if isinstance(made, tuple):
+            reason, detail, key = made
+            rejected.append(reject("pair", key, reason, detail, where, row))
+            continue
+        if made["item_id"] in seen:
+            detail = f"{made['item_id']} is already in batch {seen[made['item_id']]}"
+            rejected.append(reject("pair", made["item_id"], "duplicate-item", detail, where, row))
+            continue
+        seen[made["item_id"]] = str(row["batch_id"])
+        kept.setdefault(str(row["batch_id"]), []).append(
+            {**made, "gold": gold, "batch_id": str(row["batch_id"]), "position": int(row["position"])}
+        )
+    wanted = {GOLD_POSITIVE, GOLD_NEGATIVE} & set(batches.column("gold").to_pylist()) if batches.num_rows else set()
+    rows: list[dict[str, Any]] = []
+    for batch, members in sorted(kept.items()):
+        missing = wanted - {m["gold"] for m in members}
+        if missing:
+            detail = f"batch {batch} lost its {' and '.join(sorted(missing))} gold row(s); it is not sent to raters"
+            rejected += [reject("pair", m["item_id"], "batch-lost-gold", detail, source, m) for m in members]
+            continue
+        rows += sorted(members, key=lambda m: m["position"])
+    return pa.Table.from_pylist(rows, schema=TASKS_SCHEMA), rejected
+
+
 def _method_task_type(method: object) -> str | None:
     return next((kind for prefix, kind in METHOD_PREFIX_TASK_TYPE.items() if str(method).startswith(prefix)), None)
 

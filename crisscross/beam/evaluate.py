@@ -1,7 +1,8 @@
 """The evaluate composite: one element per (model, ground truth) job, spread over workers.
 
 Each job loads its model's embedding sets (memory-mapped), the gallery and the ground truth in the
-worker that runs it (cached per process, so several jobs of one worker share them) and returns
+worker that runs it (cached per process, so several jobs of one worker share them), works out the
+model's gallery (its ``gallery`` rule: the whole gallery or the sub-gallery it covers) and returns
 ``(model, truth, {protocol: {metric: {direction: value}}})``.  Nothing large crosses the runner.
 """
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from crisscross.core import io
-from crisscross.evaluate.protocol import Gallery, Settings, evaluate, load_model
+from crisscross.evaluate.protocol import Gallery, Settings, evaluate, gallery_rule, load_model, model_gallery
 from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, Report
 
 STAGE = "evaluate"
@@ -54,8 +55,12 @@ def load_truth(spec: str, items: str) -> tuple[GroundTruth, Report]:
 def run_job(job: tuple[str, str], inputs: EvaluationInputs) -> tuple[str, str, dict[str, Any]]:
     model_name, truth_spec = job
     truth, _ = load_truth(truth_spec, inputs.items)
-    model = load_model(model_name, inputs.models[model_name], inputs.embeddings)
-    results = evaluate(model, truth, truth.name, gallery_of(inputs.items), inputs.settings, inputs.labels or None, inputs.bison)
+    spec = inputs.models[model_name]
+    model = load_model(model_name, spec, inputs.embeddings)
+    chosen = model_gallery(model, gallery_of(inputs.items), inputs.settings, gallery_rule(model_name, spec))
+    results = evaluate(
+        model, truth, truth.name, chosen.gallery, inputs.settings, inputs.labels or None, inputs.bison, partial=chosen.partial
+    )
     Metrics.counter(STAGE, "jobs").inc()
     return model_name, truth.name, results
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.tasks import TaskParams, build_tasks, gold_spaces, items_from_candidates
+from crisscross.annotate.tasks import TaskParams, batched_verify_tasks, build_tasks, gold_spaces, items_from_candidates
 from crisscross.beam.common import route
 from crisscross.core import io
 
@@ -23,6 +23,12 @@ STAGE = "tasks"
 class TasksOutputs(NamedTuple):
     tasks: beam.PCollection  # one pa.Table (TASKS_SCHEMA)
     rejected: beam.PCollection
+
+
+def formed_batches(batches_path: str, items: str) -> list[Any]:
+    """The tasks table of batches formed upstream (VERIFY), then one Rejected per refused row."""
+    table, rejected = batched_verify_tasks(io.read_parquet(batches_path), load_catalog(items))
+    return [table, *rejected]
 
 
 def candidate_items(candidates_path: str, items: str) -> list[Any]:
@@ -46,12 +52,21 @@ class _Batches(beam.DoFn):
 
 
 class BuildTasks(beam.PTransform):
-    def __init__(self, candidates_path: str, items: str, embeddings: str, settings: TaskParams, seed: int) -> None:
+    """Candidates → items → gold and batches; or, with ``batched``, batches formed upstream
+    (the machine-annotator filter's VERIFY batches) checked and kept as they are."""
+
+    def __init__(
+        self, candidates_path: str, items: str, embeddings: str, settings: TaskParams, seed: int, *, batched: bool = False
+    ) -> None:
         super().__init__()
         self._candidates, self._items, self._embeddings, self._settings, self._seed = candidates_path, items, embeddings, settings, seed
+        self._batched = batched
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> TasksOutputs:
         candidates = pbegin | "Candidates" >> beam.Create([self._candidates])
+        if self._batched:
+            tasks, rejected = route("Batches", candidates, STAGE, formed_batches, many=True, args=(self._items,))
+            return TasksOutputs(tasks, rejected)
         items, rejected = route("Items", candidates, STAGE, candidate_items, many=True, args=(self._items,))
         tasks = items | "GoldAndBatches" >> beam.ParDo(_Batches(self._items, self._embeddings, self._settings, self._seed))
         return TasksOutputs(tasks, rejected)

@@ -17,8 +17,13 @@ or -1 when the query is not in the gallery.  That column is removed from the gal
 query: it never takes a rank and never counts as a hit.  Listing a query as its own positive is
 an error.
 
-Queries without any positive are left out of every average and their number is returned beside
-the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
+R rule (mAP@R, R-Precision): by default R is the number of a query's positives *in the gallery*.
+A :class:`PositiveRanks` may carry ``totals`` instead, every positive of the query in or out of
+the gallery (eccv-caption's rule, ``compat``): a positive outside the gallery never ranks, so it
+only lowers the query's mAP@R and R-Precision.  R@K and ranks never depend on it.
+
+Queries without any positive in the gallery are left out of every average and their number is
+returned beside the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
 Only numpy is needed; loops run over blocks of rows or samples (bounded memory), never per query.
 """
 
@@ -120,23 +125,52 @@ class Positives:
 @dataclass(frozen=True)
 class PositiveRanks:
     """1-based ranks of every query's positives, ascending within each query (CSR like
-    :class:`Positives`; ``ranks[indptr[q]:indptr[q + 1]]`` belong to query ``q``)."""
+    :class:`Positives`; ``ranks[indptr[q]:indptr[q + 1]]`` belong to query ``q``).
+
+    ``totals`` (optional, one per query, >= its ranked positives): R of mAP@R and R-Precision when
+    positives outside the gallery count too (see the module's R rule); ``None``: R = ``counts``."""
 
     indptr: np.ndarray  # (queries + 1,) int64
     ranks: np.ndarray  # (positives,) int64
+    totals: np.ndarray | None = None  # (queries,) int64
+
+    def __post_init__(self) -> None:
+        if self.totals is None:
+            return
+        totals = np.asarray(self.totals)
+        if totals.shape != (self.indptr.size - 1,) or not np.issubdtype(totals.dtype, np.integer):
+            raise ValueError(f"totals must be one integer per query ({self.indptr.size - 1}), got {totals.dtype} {totals.shape}")
+        totals = totals.astype(np.int64)
+        if (totals < self.counts).any():
+            bad = int(np.argmax(totals < self.counts))
+            raise ValueError(f"totals of query {bad} is {int(totals[bad])}, below its {int(self.counts[bad])} ranked positives")
+        object.__setattr__(self, "totals", totals)
 
     @property
     def counts(self) -> np.ndarray:
         return np.diff(self.indptr)
 
+    @property
+    def r(self) -> np.ndarray:
+        """R of every query for mAP@R and R-Precision: ``totals`` when given, else ``counts``."""
+        return self.counts if self.totals is None else self.totals
+
+    def with_totals(self, totals: ArrayLike | None) -> PositiveRanks:
+        """The same ranks with R = ``totals`` (every positive of each query, in or out of the gallery)."""
+        return PositiveRanks(self.indptr, self.ranks, None if totals is None else np.asarray(totals))
+
     @classmethod
     def concatenate(cls, parts: Sequence[PositiveRanks]) -> PositiveRanks:
-        """Blocks of consecutive query rows, in order, as one."""
+        """Blocks of consecutive query rows, in order, as one (``totals`` kept when every part has them)."""
         counts = np.concatenate([p.counts for p in parts]) if parts else np.zeros(0, np.int64)
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         ranks = np.concatenate([p.ranks for p in parts]) if parts else np.zeros(0, np.int64)
-        return cls(indptr, ranks)
+        with_totals = [p.totals is not None for p in parts]
+        if any(with_totals) and not all(with_totals):
+            raise ValueError("cannot concatenate ranks with and without totals")
+        totals = np.concatenate([p.totals for p in parts]) if parts and all(with_totals) else None
+        return cls(indptr, ranks, totals)
 
     @property
     def first(self) -> np.ndarray:
@@ -279,32 +313,31 @@ def _present_ranks(first_positive_rank: ArrayLike) -> tuple[np.ndarray, int]:
     return r[present], int(r.size - np.count_nonzero(present))
 
 
-def _hits_within_r(ranked: PositiveRanks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _hits_within_r(ranked: PositiveRanks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per stored positive: query row, 1-based index j among the query's positives, whether its
-    rank is <= R, and R per query."""
+    rank is <= R; per query: R (module's R rule) and whether it has a ranked positive."""
     counts = ranked.counts
+    r = ranked.r
     rows = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
     j = np.arange(ranked.ranks.size, dtype=np.int64) - ranked.indptr[rows] + 1
-    return rows, j, ranked.ranks <= counts[rows], counts
+    return rows, j, ranked.ranks <= r[rows], r, counts > 0
 
 
 def map_at_r(ranked: PositiveRanks) -> tuple[float, int]:
     """mAP@R (Musgrave et al.; ECCV Caption §4.1): per query (1/R) Σ_{i<=R} P(i)·rel(i) with R its
-    number of positives; rewards putting *all* positives first, not just one.  Returns (mean over
-    queries with R > 0, queries with R = 0)."""
-    rows, j, inside, counts = _hits_within_r(ranked)
+    number of positives (module's R rule); rewards putting *all* positives first, not just one.
+    Returns (mean over queries with a positive in the gallery, queries without)."""
+    rows, j, inside, r, has = _hits_within_r(ranked)
     precision = np.where(inside, j / ranked.ranks, 0.0)
-    has = counts > 0
-    per_query = np.bincount(rows, weights=precision, minlength=counts.size)[has] / counts[has]
+    per_query = np.bincount(rows, weights=precision, minlength=r.size)[has] / r[has]
     return (float(per_query.mean()) if per_query.size else float("nan")), int(np.count_nonzero(~has))
 
 
 def r_precision(ranked: PositiveRanks) -> tuple[float, int]:
-    """R-Precision: share of a query's top R (R = its positives) that are positive; returns (mean
-    over queries with R > 0, queries with R = 0)."""
-    rows, _, inside, counts = _hits_within_r(ranked)
-    has = counts > 0
-    per_query = np.bincount(rows, weights=inside, minlength=counts.size)[has] / counts[has]
+    """R-Precision: share of a query's top R (R = its positives, module's R rule) that are
+    positive; returns (mean over queries with a positive in the gallery, queries without)."""
+    rows, _, inside, r, has = _hits_within_r(ranked)
+    per_query = np.bincount(rows, weights=inside, minlength=r.size)[has] / r[has]
     return (float(per_query.mean()) if per_query.size else float("nan")), int(np.count_nonzero(~has))
 
 

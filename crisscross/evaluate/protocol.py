@@ -11,10 +11,21 @@ with their captions, scores each fold on its own and averages the fold values (C
 folds of 1,000 images; fold sizes differ by at most one image when ``n`` does not divide them).
 
 Guards (the mistakes published evaluation code makes): a model that cannot score every query and
-gallery item of a task is refused with :class:`CoverageError`, never scored on a shrunken gallery;
-a score matrix is checked against its id lists, so a transposed matrix is an error; queries
-without a positive are counted and left out; positives pointing outside the gallery are counted
-(``missing_positives``); rated pairs outside the gallery are counted (``pairs_outside_gallery``).
+gallery item of a task is refused with :class:`CoverageError`, never *silently* scored on a
+shrunken gallery; a score matrix is checked against its id lists, so a transposed matrix is an
+error; queries without a positive are counted and left out; positives pointing outside the
+gallery are counted (``missing_positives``); rated pairs outside the gallery are counted
+(``pairs_outside_gallery``).
+
+Gallery rule (per model, ``evaluate.models.<name>.gallery``, :data:`GALLERY_RULES`): ``full``
+refuses a model that lacks a vector for any gallery item a runnable task needs; ``covered``
+evaluates it on the sub-gallery it covers — the images it has vectors for and their captions
+(i2i: those images only) — and names that sub-gallery beside its figures ("covered: 370 of
+5,000 images"); its captions must still all be covered.  ``auto`` (the default) is ``covered``
+for a model with image vectors only (an image encoder has no vector for an image without pixels,
+and its only tasks, i2i and SIS, stay meaningful on the images it saw) and ``full`` for every
+model with caption vectors: a text or image–text model missing part of the gallery is refused,
+because its figures would be read beside full-gallery ones.
 """
 
 from __future__ import annotations
@@ -62,11 +73,20 @@ RATING_KINDS = {
 }
 ALL = "all"
 FOLDS = "folds"
+AUTO = "auto"
+FULL = "full"
+COVERED = "covered"
+GALLERY_RULES = (AUTO, FULL, COVERED)
 SCORE_BLOCK_ELEMENTS = 1 << 24  # float32 scores computed at once (64 MB)
 
 
 class CoverageError(UserError, ValueError):
     """The model cannot score every query and gallery item a task needs."""
+
+
+class NoCoverageError(CoverageError):
+    """The model has vectors for none of the gallery's images (an image encoder in a build without
+    pixels): there is nothing to score it on."""
 
 
 Block = Callable[[int, int], np.ndarray]
@@ -85,6 +105,12 @@ class Gallery:
 
     def ids(self, kind: str) -> tuple[str, ...]:
         return self.image_ids if kind == IMAGE_KIND else self.caption_ids
+
+    def restrict(self, image_ids: Sequence[str]) -> Gallery:
+        """The sub-gallery of these images (kept in this gallery's order) and their captions."""
+        members = set(image_ids)
+        images = tuple(i for i in self.image_ids if i in members)
+        return Gallery(images, tuple(c for c in self.caption_ids if self.caption_image[c] in members), self.caption_image)
 
     def folds(self, n: int) -> list[Gallery]:
         """``n`` consecutive image folds, each with the captions of its images."""
@@ -125,6 +151,7 @@ class Model(ABC):
     """What evaluation needs of a model: which kinds it compares and the scores themselves."""
 
     name: str
+    kinds: frozenset[str] = frozenset({IMAGE_KIND, CAPTION_KIND})  # the item kinds it has representations for
 
     @abstractmethod
     def can_compare(self, query_kind: str, item_kind: str) -> bool: ...
@@ -141,12 +168,12 @@ class Model(ABC):
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
         """One score per (a, b) pair."""
 
-    def require(self, kind: str, ids: Sequence[str], what: str) -> None:
+    def require(self, kind: str, ids: Sequence[str], what: str, hint: str = "") -> None:
         missing = self.missing(kind, ids)
         if missing:
             raise CoverageError(
                 f"model {self.name!r} has no {kind} vector for {len(missing)} of the {len(ids)} {what} "
-                f"(e.g. {', '.join(missing[:3])}); refusing to score a shrunken gallery"
+                f"(e.g. {', '.join(missing[:3])}); refusing to score a shrunken gallery{hint}"
             )
 
 
@@ -156,6 +183,7 @@ class EmbeddingModel(Model):
     def __init__(self, name: str, sets: Mapping[str, EmbeddingSet], joint: bool) -> None:
         self.name = name
         self.sets = dict(sets)
+        self.kinds = frozenset(self.sets)
         self.joint = joint
         self._rows = {kind: s.row_of() for kind, s in self.sets.items()}
 
@@ -225,11 +253,23 @@ class ScoreMatrixModel(Model):
 
     def block_scores(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> Block:
         matrix, rows, cols = self._matrix_for(query_kind, query_ids, item_kind, item_ids)
-        return lambda lo, hi: np.asarray(matrix[rows[lo:hi]][:, cols], dtype=np.float32)
+        every_row, every_col = _is_range(rows, matrix.shape[0]), _is_range(cols, matrix.shape[1])
+
+        def block(lo: int, hi: int) -> np.ndarray:
+            # the ids in matrix order (the whole gallery) need no gather: a slice, copied once
+            part = matrix[lo:hi] if every_row else matrix[rows[lo:hi]]
+            return np.ascontiguousarray(part if every_col else part[:, cols], dtype=np.float32)
+
+        return block
 
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
         matrix, rows, cols = self._matrix_for(a_kind, a_ids, b_kind, b_ids)
         return np.asarray(matrix[rows, cols], dtype=np.float64)
+
+
+def _is_range(index: np.ndarray, n: int) -> bool:
+    """``index`` is 0 … n - 1 in order."""
+    return index.size == n and bool((index == np.arange(n)).all())
 
 
 def _unique_index(ids: Sequence[str], what: str) -> dict[str, int]:
@@ -279,9 +319,18 @@ def score_matrix_model(name: str, *, embeddings: str, path: str) -> Model:
 
 def load_model(name: str, spec: Mapping[str, Any], embeddings: str) -> Model:
     """A model from its params entry: ``{source: embeddings, text: …, image: …}`` (the default
-    source) or ``{source: score-matrix, path: …}``."""
-    options = {k: v for k, v in spec.items() if k != "source"}
+    source) or ``{source: score-matrix, path: …}``; ``gallery`` (see :func:`gallery_rule`) is not
+    the source's."""
+    options = {k: v for k, v in spec.items() if k not in ("source", "gallery")}
     return MODEL_SOURCES.create(str(spec.get("source", "embeddings")), name=name, embeddings=embeddings, **options)
+
+
+def gallery_rule(name: str, spec: Mapping[str, Any]) -> str:
+    """The ``gallery`` option of a model's params entry (:data:`GALLERY_RULES`, default ``auto``)."""
+    rule = spec.get("gallery", AUTO)
+    if rule not in GALLERY_RULES:
+        raise ParamError(f"evaluate.models.{name}.gallery: {rule!r} is not one of {', '.join(GALLERY_RULES)}")
+    return str(rule)
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -289,7 +338,8 @@ def load_model(name: str, spec: Mapping[str, Any], embeddings: str) -> Model:
 
 def retrieval_ranks(model: Model, truth: GroundTruth, gallery: Gallery, task: str) -> tuple[PositiveRanks, int]:
     """Ranks of every positive of every query of ``task`` over the whole gallery (queries in
-    blocks of rows, so memory stays bounded), and the positives outside the gallery."""
+    blocks of rows, so memory stays bounded), and the positives outside the gallery.  Under the
+    truth's ``compat`` R rule the ranks carry every positive's count as ``totals`` (R of mAP@R)."""
     query_kind, item_kind = TASK_KINDS[task]
     query_ids, item_ids = gallery.ids(query_kind), gallery.ids(item_kind)
     model.require(query_kind, query_ids, f"{task} queries")
@@ -303,7 +353,7 @@ def retrieval_ranks(model: Model, truth: GroundTruth, gallery: Gallery, task: st
         hi = min(lo + step, len(query_ids))
         exclude = np.arange(lo, hi, dtype=np.int64) if intramodal else None
         parts.append(ranks_of_positives(block(lo, hi), mapped.positives.rows_slice(lo, hi), exclude))
-    return PositiveRanks.concatenate(parts), mapped.missing
+    return PositiveRanks.concatenate(parts).with_totals(truth.r_totals(task, query_ids)), mapped.missing
 
 
 def recall_curve(first_positive_rank: np.ndarray, max_k: int) -> list[float]:
@@ -398,16 +448,26 @@ def evaluate_pmrp(
     return {f"PMRP@zeta={z}": total[z] / counted[z] if counted[z] else float("nan") for z in zetas}
 
 
-def evaluate_bison(model: Model, triples: pa.Table) -> dict[str, float]:
-    """BISON accuracy over (caption, target, decoy) rows."""
+def evaluate_bison(model: Model, triples: pa.Table, within: Gallery | None = None) -> dict[str, float]:
+    """BISON accuracy over (caption, target, decoy) rows; with ``within`` (a model's covered
+    sub-gallery) only over the rows whose three items it holds, the others counted."""
     captions = triples.column("caption").to_pylist()
     targets = triples.column("target").to_pylist()
     decoys = triples.column("decoy").to_pylist()
+    outside = 0
+    if within is not None:
+        images, texts = set(within.image_ids), set(within.caption_ids)
+        keep = [c in texts and t in images and d in images for c, t, d in zip(captions, targets, decoys, strict=True)]
+        outside = len(keep) - sum(keep)
+        captions, targets, decoys = ([x for x, k in zip(column, keep, strict=True) if k] for column in (captions, targets, decoys))
+        if not captions:
+            return {"triples": 0.0, "triples_outside_gallery": float(outside)}
     model.require(CAPTION_KIND, sorted(set(captions)), "BISON captions")
     model.require(IMAGE_KIND, sorted(set(targets) | set(decoys)), "BISON images")
     target = model.pair_scores(CAPTION_KIND, captions, IMAGE_KIND, targets)
     decoy = model.pair_scores(CAPTION_KIND, captions, IMAGE_KIND, decoys)
-    return {"accuracy": bison_accuracy(target, decoy), "triples": float(len(captions))}
+    result = {"accuracy": bison_accuracy(target, decoy), "triples": float(len(captions))}
+    return result if within is None else {**result, "triples_outside_gallery": float(outside)}
 
 
 def bootstrap_rng(seed: int, truth: str, kind: str) -> np.random.Generator:
@@ -453,8 +513,67 @@ def runnable(model: Model, settings: Settings) -> tuple[list[str], list[str]]:
 def check_coverage(model: Model, gallery: Gallery, settings: Settings) -> None:
     """Raise :class:`CoverageError` before any work if a runnable task's gallery is not covered."""
     tasks, _ = runnable(model, settings)
-    for kind in sorted({k for t in tasks for k in TASK_KINDS[t]}):
-        model.require(kind, gallery.ids(kind), "gallery items")
+    # images first: an image without a vector is the cause, its captions' absence the consequence
+    for kind in sorted({k for t in tasks for k in TASK_KINDS[t]}, key=lambda k: (k != IMAGE_KIND, k)):
+        model.require(kind, gallery.ids(kind), "gallery items", hint=_COVERED_HINT.format(name=model.name) if kind == IMAGE_KIND else "")
+
+
+_COVERED_HINT = " (evaluate.models.{name}.gallery: covered scores it on the images it has vectors for)"
+
+
+@dataclass(frozen=True)
+class ModelGallery:
+    """The gallery one model is evaluated on, and what it is a part of."""
+
+    gallery: Gallery
+    rule: str  # resolved: full | covered
+    chosen_by: str  # the params value: auto | full | covered
+    of_images: int
+    of_captions: int
+
+    @property
+    def partial(self) -> bool:
+        return len(self.gallery.image_ids) < self.of_images
+
+    @property
+    def note(self) -> str:
+        """E.g. ``covered: 370 of 5,000 images, 1,850 of 25,000 captions``."""
+        images, captions = len(self.gallery.image_ids), len(self.gallery.caption_ids)
+        if not self.partial:
+            return f"full: {images:,} images, {captions:,} captions"
+        default = " (default for an image-only model)" if self.chosen_by == AUTO else ""
+        return f"{self.rule}{default}: {images:,} of {self.of_images:,} images, {captions:,} of {self.of_captions:,} captions"
+
+    def summary(self) -> dict[str, Any]:
+        """For ``metrics.json``."""
+        return {
+            "rule": self.rule if self.partial else FULL,
+            "images": len(self.gallery.image_ids),
+            "of_images": self.of_images,
+            "captions": len(self.gallery.caption_ids),
+            "of_captions": self.of_captions,
+            "note": self.note,
+        }
+
+
+def model_gallery(model: Model, gallery: Gallery, settings: Settings, rule: str = AUTO) -> ModelGallery:
+    """The gallery ``model`` is evaluated on under ``rule`` (see the module's gallery rule);
+    raises :class:`CoverageError` before any work when it cannot be scored."""
+    if rule not in GALLERY_RULES:
+        raise ValueError(f"gallery rule must be one of {GALLERY_RULES}, got {rule!r}")
+    resolved = rule if rule != AUTO else (COVERED if model.kinds == {IMAGE_KIND} else FULL)
+    chosen = gallery
+    if resolved == COVERED and IMAGE_KIND in model.kinds:
+        missing = set(model.missing(IMAGE_KIND, gallery.image_ids))
+        if len(missing) == len(gallery.image_ids):
+            example = ", ".join(gallery.image_ids[:3])
+            raise NoCoverageError(
+                f"model {model.name!r} has no {IMAGE_KIND} vector for any of the {len(missing)} gallery images (e.g. {example})"
+            )
+        if missing:
+            chosen = gallery.restrict([i for i in gallery.image_ids if i not in missing])
+    check_coverage(model, chosen, settings)
+    return ModelGallery(chosen, resolved, rule, len(gallery.image_ids), len(gallery.caption_ids))
 
 
 def evaluate(
@@ -465,11 +584,15 @@ def evaluate(
     settings: Settings,
     labels: Mapping[str, Sequence[int]] | None = None,
     bison: pa.Table | None = None,
+    partial: bool = False,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every metric this model and ground truth allow: ``{protocol: {metric: {direction: value}}}``."""
+    """Every metric this model and ground truth allow: ``{protocol: {metric: {direction: value}}}``.
+    ``partial``: ``gallery`` is the model's covered sub-gallery (:func:`model_gallery`), so BISON
+    rows outside it are counted rather than refused.  The fold protocol needs at least one image
+    per fold."""
     tasks, ratings = runnable(model, settings)
     by_protocol: dict[str, dict[str, dict[str, Any]]] = {ALL: {}}
-    folds = gallery.folds(settings.folds) if settings.folds > 1 else []
+    folds = gallery.folds(settings.folds) if 1 < settings.folds <= len(gallery.image_ids) else []
     if folds:
         by_protocol[FOLDS] = {}
     for task in tasks:
@@ -486,7 +609,7 @@ def evaluate(
             rng = bootstrap_rng(settings.seed, truth_name, kind)
             _put(by_protocol[ALL], kind, evaluate_ratings(model, truth, gallery, kind, settings.bootstrap_samples, rng))
     if bison is not None and model.can_compare(CAPTION_KIND, IMAGE_KIND):
-        _put(by_protocol[ALL], "bison", evaluate_bison(model, bison))
+        _put(by_protocol[ALL], "bison", evaluate_bison(model, bison, gallery if partial else None))
     return {protocol: metrics for protocol, metrics in by_protocol.items() if metrics}
 
 

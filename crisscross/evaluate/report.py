@@ -42,9 +42,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def markdown(
-    results: Results, agreement: Sequence[Mapping[str, Any]], positives: Sequence[Mapping[str, Any]], notes: Mapping[str, str]
+    results: Results,
+    agreement: Sequence[Mapping[str, Any]],
+    positives: Sequence[Mapping[str, Any]],
+    notes: Mapping[str, str],
+    galleries: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
-    """Tables per ground truth, protocol and direction; rates in percent, ranks as ranks."""
+    """Tables per ground truth, protocol and direction; rates in percent, ranks as ranks.  A model
+    scored on a sub-gallery (``galleries[model]["rule"] != "full"``) is named with it in every row."""
     lines = [
         "# Evaluation report",
         "",
@@ -52,6 +57,13 @@ def markdown(
         "",
     ]
     lines += [f"- {key}: {value}" for key, value in sorted(notes.items())]
+    galleries = galleries or {}
+    partial = {m: g["note"] for m, g in sorted(galleries.items()) if g.get("rule", "full") != "full"}
+    lines += [f"- gallery of {model}: {note}" for model, note in partial.items()]
+
+    def label(model: str) -> str:
+        return f"{model} ({partial[model]})" if model in partial else model
+
     truths = sorted({t for by_truth in results.values() for t in by_truth})
     for truth in truths:
         lines += ["", f"## Ground truth `{truth}`"]
@@ -62,7 +74,9 @@ def markdown(
                     metrics = results[model].get(truth, {}).get(protocol, {})
                     if direction in metrics.get("R@1", {}):
                         extra = sorted(m for m in metrics if m.startswith("PMRP") and direction in metrics[m])
-                        rows.append((model, [_cell(m, metrics.get(m, {}).get(direction)) for m in (*RETRIEVAL_COLUMNS, *extra)], extra))
+                        rows.append(
+                            (label(model), [_cell(m, metrics.get(m, {}).get(direction)) for m in (*RETRIEVAL_COLUMNS, *extra)], extra)
+                        )
                 if rows:
                     extra = rows[0][2]
                     lines += ["", f"### {direction.upper()}, {PROTOCOL_TITLES[protocol]}", ""]
@@ -77,12 +91,12 @@ def markdown(
                 pairs = metrics.get("pairs", {}).get(kind)
                 cells.append("–" if mean is None else f"{100 * mean:.1f} ± {100 * std:.1f} ({int(pairs):,} pairs)")
             if any(c != "–" for c in cells):
-                rating_rows.append((model, *cells))
+                rating_rows.append((label(model), *cells))
         if rating_rows:
             lines += ["", "### Bootstrap Spearman (CxC §4), mean ± std", ""]
             lines += _table(("model", *(k.upper() for k in RATING_KINDS)), rating_rows)
         bison_rows = [
-            (m, _cell("accuracy", results[m][truth][ALL]["accuracy"]["bison"]))
+            (label(m), _cell("accuracy", results[m][truth][ALL]["accuracy"]["bison"]))
             for m in sorted(results)
             if "bison" in results[m].get(truth, {}).get(ALL, {}).get("accuracy", {})
         ]

@@ -44,11 +44,29 @@ Rules chosen (and why):
     The same rules as ``cxc`` on our own rated pairs: the aggregate stage's positives, merged
     with the original pairs and co-captions when ``captions`` are given.
 
+``cxc-eccv:<folder>`` (the same files, eccv-caption's reading)
+    As ``cxc`` but an original pair whose SITS rating (mean of its rows) is below 3 is *not*
+    positive: the CxC truth shipped in ``eccv-caption`` (``cxc_*.json``) drops these 29 test
+    pairs (28 caption queries lose their only positive), so its CxC R@K differ from the paper's
+    reading in the second decimal.  Every original test pair is rated, so on the test split this
+    is SITS >= 3 alone, exactly the package's file; an original pair nobody rated stays positive.  Use it to compare with figures computed by that package;
+    t2t, i2i and ratings are those of ``cxc``.
+
 ``eccv`` (ECCV Caption, from the ``eccv-caption`` package data, Karpathy test split)
     i2t / t2i as published: 1,261 image queries and 1,332 caption queries.  They are *not*
     merged with original pairs: ECCV Caption removed 18 meaningless and 14 wrong captions (its
     §3.2), so 9 original pairs of its image queries are deliberately absent.  Only the package's
-    JSON files are read; its metric code is not used.
+    JSON files are read; its metric code is not used.  R of mAP@R and R-Precision follows the
+    package (``r_rule="compat"``): every positive of the query counts, in or out of the gallery
+    (two image queries have a positive caption outside the 5K test split), so figures compare
+    with published ones.  ``eccv-gallery`` is the same truth with R = positives in the gallery
+    (``r_rule="gallery"``, every other truth's rule).
+
+R rule (:data:`R_RULES`): ``gallery`` counts in R only the positives the gallery holds (a
+positive outside it is counted in ``missing_positives``); ``compat`` counts every positive of the
+query, so one outside the gallery lowers mAP@R and R-Precision (it can never be retrieved) —
+literally, also on the 1K folds and on a model's covered sub-gallery, where ``eccv-gallery`` is
+the meaningful reading.  R@K, ranks and ``missing_positives`` are the same under both.
 """
 
 from __future__ import annotations
@@ -59,6 +77,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -76,6 +95,12 @@ from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
 TASKS = ("i2t", "t2i", "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
 DUPLICATE_RULES = ("mean", "any")
+GALLERY_R = "gallery"  # R = positives in the gallery
+COMPAT_R = "compat"  # R = every positive of the query (eccv-caption)
+R_RULES = (GALLERY_R, COMPAT_R)
+KEEP_ORIGINALS = "keep"  # CxC §4: original pairs stay positive whatever their SITS rating
+DROP_LOW_SITS = "drop-low-sits"  # eccv-caption's CxC: original pairs rated SITS < 3 are dropped
+ORIGINAL_RULES = (KEEP_ORIGINALS, DROP_LOW_SITS)
 
 Pair = tuple[str, str]
 Rating = tuple[str, str, float]
@@ -104,6 +129,11 @@ class GroundTruth:
     sis: tuple[Rating, ...] = ()
     sits: tuple[Rating, ...] = ()
     notes: Mapping[str, str] = field(default_factory=dict)
+    r_rule: str = GALLERY_R
+
+    def __post_init__(self) -> None:
+        if self.r_rule not in R_RULES:
+            raise ValueError(f"r_rule must be one of {R_RULES}, got {self.r_rule!r}")
 
     def pairs(self, task: str) -> frozenset[Pair]:
         """Positive pairs of a retrieval task (``i2t``, ``t2i``, ``t2t``, ``i2i``)."""
@@ -149,6 +179,16 @@ class GroundTruth:
             g.append(col)
         positives = Positives.from_pairs(np.asarray(q, np.int64), np.asarray(g, np.int64), len(rows))
         return MappedPositives(positives, missing)
+
+    def positive_counts(self, task: str, query_ids: Sequence[str]) -> np.ndarray:
+        """Every positive of each query of ``task``, in or out of any gallery (R under ``compat``)."""
+        rows = _index_of(query_ids, "query_ids")
+        hit = [rows[q] for q, _ in self.pairs(task) if q in rows]
+        return np.bincount(np.asarray(hit, dtype=np.int64), minlength=len(rows)).astype(np.int64)
+
+    def r_totals(self, task: str, query_ids: Sequence[str]) -> np.ndarray | None:
+        """R per query under this truth's R rule: ``None`` under ``gallery`` (R = ranked positives)."""
+        return self.positive_counts(task, query_ids) if self.r_rule == COMPAT_R else None
 
 
 def _index_of(ids: Sequence[str], what: str) -> dict[str, int]:
@@ -291,12 +331,17 @@ def load_cxc(
     split: str = "test",
     captions: Any = None,
     duplicate_rule: str = "mean",
+    original_rule: str = KEEP_ORIGINALS,
 ) -> tuple[GroundTruth, Report]:
     """CxC positives and ratings from the release CSVs; i2t/t2i merged with the original pairs
-    of ``captions`` when given (CxC §4).  See the module docstring for every rule."""
+    of ``captions`` when given (CxC §4).  ``original_rule``: ``keep`` every original pair (the
+    paper) or ``drop-low-sits``, dropping those rated SITS < 3 (eccv-caption's CxC files).  See
+    the module docstring for every rule."""
     check_split(split)
     if duplicate_rule not in DUPLICATE_RULES:
         raise ValueError(f"duplicate_rule must be one of {DUPLICATE_RULES}, got {duplicate_rule!r}")
+    if original_rule not in ORIGINAL_RULES:
+        raise ValueError(f"original_rule must be one of {ORIGINAL_RULES}, got {original_rule!r}")
     root = Path(folder)
     rejected: list[Rejected] = []
     rated: dict[str, _Rated] = {}
@@ -306,13 +351,23 @@ def load_cxc(
     sts, sis, sits = rated["sts"], rated["sis"], rated["sits"]
     t2i = set(sits.positives)
     original: frozenset[Pair] = frozenset()
+    dropped: frozenset[Pair] = frozenset()
     if captions is not None:
         links, bad, _ = _coco_links(captions, "captions")
         rejected += bad
         original = frozenset(links.items())
-        t2i |= original
+        if original_rule == DROP_LOW_SITS:
+            rated = {ordered_pair("SITS", a, b) for a, b, _ in sits.ratings}
+            dropped = frozenset(p for p in original if p in rated and p not in sits.positives)
+        t2i |= original - dropped
+    if captions is None:
+        reading = "SITS >= 3 only"
+    elif original_rule == KEEP_ORIGINALS:
+        reading = "SITS >= 3 merged with every original COCO pair (CxC §4: an original pair rated SITS < 3 stays positive)"
+    else:
+        reading = f"SITS >= 3 merged with the original COCO pairs, minus the {len(dropped)} rated SITS < 3 (eccv-caption's CxC truth)"
     truth = GroundTruth(
-        name=f"cxc-{split}",
+        name=f"cxc-{split}" if original_rule == KEEP_ORIGINALS else f"cxc-eccv-{split}",
         i2t=frozenset((img, cap) for cap, img in t2i),
         t2i=frozenset(t2i),
         t2t=_symmetric(sts.positives) | _cocaptions(original),
@@ -321,7 +376,7 @@ def load_cxc(
         sis=sis.ratings,
         sits=sits.ratings,
         notes={
-            "i2t": "SITS >= 3 merged with original COCO pairs" if captions is not None else "SITS >= 3 only",
+            "i2t/t2i": reading,
             "t2t": "STS >= 3 merged with co-captions" if captions is not None else "STS >= 3 only",
         },
     )
@@ -350,7 +405,9 @@ def load_cxc(
             "sits": sits.straddling_pairs,
         },
         duplicate_rule=duplicate_rule,
+        original_rule=original_rule,
         original_pairs=len(original),
+        original_dropped=len(dropped),
         original_only=len(original - sits.positives),
         cocaption_positive_overlap=len(_symmetric(sts.positives) & _cocaptions(original)),
         new_positives=len(sits.positives - original) if captions is not None else None,
@@ -399,37 +456,58 @@ def _read_associations(path: Path, kinds: tuple[str, str]) -> tuple[frozenset[Pa
     return frozenset(pairs), rejected
 
 
-def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None) -> tuple[GroundTruth, Report]:
+R_RULE_NOTES = {
+    COMPAT_R: (
+        "R of mAP@R / R-Precision counts every positive of the query, in or out of the gallery (eccv-caption's rule, "
+        "for the 5K figures it publishes); on folds and covered sub-galleries that includes positives outside them: "
+        "eccv-gallery counts only those inside"
+    ),
+    GALLERY_R: "R of mAP@R / R-Precision counts the query's positives in the gallery only",
+}
+
+
+def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None, r_rule: str = COMPAT_R) -> tuple[GroundTruth, Report]:
     """ECCV Caption i2t / t2i positives as published.  ``captions`` is accepted like every
-    loader's but not merged: ECCV removed some original pairs on purpose (see module)."""
+    loader's but not merged: ECCV removed some original pairs on purpose (see module).
+    ``r_rule``: ``compat`` (the package's R, the default) or ``gallery``."""
     del captions
+    if r_rule not in R_RULES:
+        raise ValueError(f"r_rule must be one of {R_RULES}, got {r_rule!r}")
     root = Path(data_dir) if data_dir is not None else eccv_data_dir()
     i2t, bad_i = _read_associations(root / "eccv_image_to_caption.json", (IMAGE_KIND, CAPTION_KIND))
     t2i, bad_t = _read_associations(root / "eccv_caption_to_image.json", (CAPTION_KIND, IMAGE_KIND))
-    truth = GroundTruth(name="eccv", i2t=i2t, t2i=t2i)
+    name = "eccv" if r_rule == COMPAT_R else "eccv-gallery"
+    truth = GroundTruth(name=name, i2t=i2t, t2i=t2i, r_rule=r_rule, notes={"R": R_RULE_NOTES[r_rule]})
     queries = {"i2t": len({q for q, _ in i2t}), "t2i": len({q for q, _ in t2i})}
-    return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root))
+    return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root), r_rule=r_rule)
 
 
 # --------------------------------------------------------------------------- our own release
 
 
 def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTruth, Report]:
-    """A crisscross aggregate output (``rated.parquet``, canonical ids) under the CxC rules:
+    """Crisscross aggregate outputs (``rated.parquet``, canonical ids) under the CxC rules:
     positives as the aggregate stage decided them (its per-type thresholds), t2t / i2t / t2i
     merged with the original pairs and co-captions of ``captions`` when given, i2i = SIS
-    positives; ratings are the items' ``agg_score`` in item order (the query is ``id_a``)."""
-    path = Path(folder) / "rated.parquet"
-    if not path.is_file():
-        raise FileNotFoundError(f"no {path}: run the aggregate stage first")
-    rows = pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()
+    positives, and verified VERIFY positives (ECCV Caption) added to i2t / t2i; ratings are the
+    items' ``agg_score`` in item order (the query is ``id_a``).  ``folder`` may name several
+    rounds' outputs joined by ``,`` (``build/rated,build/sits/rated,build/verify/rated``): their
+    rows are merged into one truth."""
+    paths = [Path(f) / "rated.parquet" for f in str(folder).split(",") if f]
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"no {path}: run the aggregate stage first")
+        rows += pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()
+    path = ",".join(map(str, paths))
     of = {kind: [r for r in rows if r["task_type"] == kind] for kind in ("STS", "SIS", "SITS")}
     original: frozenset[Pair] = frozenset()
     rejected: list[Rejected] = []
     if captions is not None:
         links, rejected, _ = _coco_links(captions, "captions")
         original = frozenset(links.items())
-    t2i = {(r["id_a"], r["id_b"]) for r in of["SITS"] if r["positive"]} | original
+    verified = {(r["id_b"], r["id_a"]) for r in rows if r["task_type"] == "VERIFY" and r["positive"]}  # (image, caption) → (caption, image)
+    t2i = {(r["id_a"], r["id_b"]) for r in of["SITS"] if r["positive"]} | verified | original
     truth = GroundTruth(
         name="release",
         i2t=frozenset((img, cap) for cap, img in t2i),
@@ -444,11 +522,13 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
             **({"simulated": "rated by SIMULATED raters, not people"} if any(r["simulated"] for r in rows) else {}),
         },
     )
-    return truth, _report(truth, rejected, rated_items={k: len(v) for k, v in of.items()})
+    return truth, _report(truth, rejected, rated_items={k: len(v) for k, v in of.items()}, verified_positives=len(verified))
 
 
 GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")
 GROUND_TRUTHS.register("coco")(load_coco)
 GROUND_TRUTHS.register("cxc", takes_argument=True)(load_cxc)
+GROUND_TRUTHS.register("cxc-eccv", takes_argument=True)(partial(load_cxc, original_rule=DROP_LOW_SITS))
 GROUND_TRUTHS.register("eccv")(load_eccv)
+GROUND_TRUTHS.register("eccv-gallery")(partial(load_eccv, r_rule=GALLERY_R))
 GROUND_TRUTHS.register("release", takes_argument=True)(load_release)

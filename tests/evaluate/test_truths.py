@@ -57,7 +57,7 @@ def test_positives_maps_ids_to_indices_and_counts_missing() -> None:
 
 
 def test_registry_names_and_errors(tmp_path: Path) -> None:
-    assert GROUND_TRUTHS.names() == ["coco", "cxc", "eccv", "release"]
+    assert GROUND_TRUTHS.names() == ["coco", "cxc", "cxc-eccv", "eccv", "eccv-gallery", "release"]
     with pytest.raises(UnknownNameError):
         GROUND_TRUTHS.create("nope")
     with pytest.raises(ValueError, match="split"):

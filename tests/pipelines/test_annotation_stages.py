@@ -19,6 +19,7 @@ from crisscross.core.quarantine import RejectionError
 from crisscross.pipelines import aggregate, annotate, tasks
 
 SEED = 20260701
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +175,77 @@ def test_cxc_release_replayed_through_import_and_aggregation(
         )
     )
     assert key(ours) == key(published)
+
+
+def test_round_two_rates_the_derived_c2i_pairs_with_the_same_stage_commands(demo_round: Path) -> None:
+    """CxC round two on the demo: derive → tasks/annotate/aggregate --round sits (the project's params)."""
+    from crisscross.pipelines import derive
+
+    root, p = demo_round / "sits", ["--params", str(PROJECT / "params.yaml")]
+    facts = derive.main(["--in", str(demo_round / "rated"), "--items", str(demo_round / "items"), "--out", str(root / "derived"), *p])
+    candidates = pq.read_table(root / "derived" / "candidates.parquet").to_pandas()
+    intrasim, original = (candidates.method == "c2i_intrasim").sum(), (candidates.method == "c2i_original").sum()
+    assert original == 485 and intrasim == facts["candidates"]["c2i_intrasim"] == facts["quota"] > 0
+    round_args = ["--round", "sits", *p]
+    tasks.main(
+        [
+            "--in",
+            str(root / "derived"),
+            "--items",
+            str(demo_round / "items"),
+            "--embeddings",
+            str(demo_round / "embeddings"),
+            "--out",
+            str(root / "tasks"),
+            *round_args,
+        ]
+    )
+    table = pq.read_table(root / "tasks" / "tasks.parquet").to_pandas()
+    assert set(table.task_type) == {"SITS"} and (table.gold == "").sum() == len(candidates)
+    assert set(table.gold) == {"", "negative"}  # every original pair is an item: no known positives left
+    annotate.main(
+        ["--in", str(root / "tasks"), "--embeddings", str(demo_round / "embeddings"), "--out", str(root / "judgments"), *round_args]
+    )
+    report = aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *round_args])
+    assert report["task_types"]["SITS"]["items"] == len(candidates) and report["simulated"]
+    rated = pq.read_table(root / "rated" / "rated.parquet").to_pandas()
+    by_method = rated.groupby("sampling_method")["positive"].mean()
+    assert by_method["c2i_original"] > by_method["c2i_intrasim"]  # original pairs are the surer positives
+    sits_csv = (root / "rated" / "sits.csv").read_text().splitlines()
+    assert sits_csv[0] == "caption,image,agg_score,sampling_method" and len(sits_csv) == 1 + len(candidates)
+
+
+def test_the_verify_round_keeps_the_filter_batches_and_their_gold(demo_round: Path) -> None:
+    """ECCV Caption's round on the demo: filter → tasks/annotate/aggregate --round verify."""
+    from crisscross.pipelines import filter as filter_stage
+
+    root, p = demo_round / "verify", ["--params", str(PROJECT / "params.yaml")]
+    filter_stage.main(["--in", str(demo_round / "embeddings"), "--items", str(demo_round / "items"), "--out", str(root / "filter"), *p])
+    batches = pq.read_table(root / "filter" / "batches.parquet").to_pandas()
+    round_args = ["--round", "verify", *p]
+    tasks.main(
+        [
+            "--in",
+            str(root / "filter"),
+            "--items",
+            str(demo_round / "items"),
+            "--embeddings",
+            str(demo_round / "embeddings"),
+            "--out",
+            str(root / "tasks"),
+            *round_args,
+        ]
+    )
+    table = pq.read_table(root / "tasks" / "tasks.parquet").to_pandas()
+    assert len(table) == len(batches) and set(table.task_type) == {"VERIFY"}
+    gold_per_batch = table[table.gold != ""].groupby("batch_id").gold.apply(lambda g: tuple(sorted(g)))
+    assert len(gold_per_batch) == table.batch_id.nunique() and set(gold_per_batch) == {("negative", "positive")}
+    formed = batches.set_index(["batch_id", "position"]).sort_index()
+    assert (table.set_index(["batch_id", "position"]).sort_index().id_b == formed.caption_id).all()  # as formed, not reshuffled
+    annotate.main(
+        ["--in", str(root / "tasks"), "--embeddings", str(demo_round / "embeddings"), "--out", str(root / "judgments"), *round_args]
+    )
+    report = aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *round_args])
+    verify = report["task_types"]["VERIFY"]
+    assert verify["items"] == (batches.gold == "").sum() and 0 < verify["positives"] < verify["items"]
+    assert (root / "rated" / "verify.csv").read_text().startswith("image,caption,agg_label,n,sampling_method")

@@ -16,7 +16,9 @@ from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines.cli import main
 
 PROJECT = Path(__file__).resolve().parents[2]
-STAGES = ("ingest", "embed", "similarity", "sample", "tasks", "annotate", "aggregate", "evaluate")
+STAGES = ("ingest", "embed", "similarity", "sample", "filter", "derive", "tasks", "annotate", "aggregate", "evaluate")
+# the same commands with --round sits / --round verify
+ROUND_STAGES = tuple(f"{stage}_{round_}" for round_ in ("sits", "verify") for stage in ("tasks", "annotate", "aggregate"))
 
 
 def test_help_lists_every_stage(capsys):
@@ -58,7 +60,7 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
     means = EmbeddingSet.read(clone / "build" / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     assert means.vectors.shape == (97, 512)
     stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
-    assert set(stages) == set(STAGES)
+    assert set(stages) == set(STAGES) | set(ROUND_STAGES)
     # the default build ends in a simulated round and its evaluation, and says so
     assert "SIMULATED" in run.stdout and "evaluate: done" in run.stdout
     assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
@@ -69,7 +71,7 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
 # --------------------------------------------------------------------------- params and errors a person reads
 
 PARAMS_CASES = {
-    "misspelt-section": ("similarty:\n  k: 5\n", "unknown params section(s) ['similarty']; known: ['base', 'data', 'aggregate'"),
+    "misspelt-section": ("similarty:\n  k: 5\n", "unknown params section(s) ['similarty']; known: ['base', 'data', 'rounds', 'aggregate'"),
     "k-zero": ("similarity:\n  k: 0\n", "similarity.k must be >= 1, got 0"),
     "k-negative": ("similarity:\n  k: -3\n", "similarity.k must be >= 1, got -3"),
     "k-not-a-number": ("similarity:\n  k: many\n", "similarity.k must be an integer, got 'many'"),

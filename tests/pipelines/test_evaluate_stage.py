@@ -29,10 +29,18 @@ def run(tmp: Path, embeddings: Path, items: Path, truths: list[str], models: dic
 
 
 @pytest.fixture(scope="module")
-def karpathy_metrics(karpathy_test: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    models = {"use-m3": {"text": "use-m3"}, "bow-glove50": {"text": "bow-glove50"}}
+def karpathy_run(karpathy_test: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The README experiment: text models and an image model with vectors for the 370 of 5,000
+    test images that have pixels (scored on those, the default for an image-only model)."""
+    models = {"use-m3": {"text": "use-m3"}, "bow-glove50": {"text": "bow-glove50"}, "efficientnet-lite0": {"image": "efficientnet-lite0"}}
     truths = ["coco", f"cxc:{shared_data / 'cxc'}", "eccv"]
-    return run(tmp_path_factory.mktemp("eval"), karpathy_test / "embeddings", karpathy_test / "items", truths, models, "karpathy")
+    root = tmp_path_factory.mktemp("eval")
+    return root / "karpathy", run(root, karpathy_test / "embeddings", karpathy_test / "items", truths, models, "karpathy")
+
+
+@pytest.fixture(scope="module")
+def karpathy_metrics(karpathy_run: tuple[Path, dict]) -> dict:
+    return karpathy_run[1]
 
 
 def test_text_encoders_on_cxc_land_near_the_paper(karpathy_metrics: dict) -> None:
@@ -53,6 +61,23 @@ def test_text_encoders_on_cxc_land_near_the_paper(karpathy_metrics: dict) -> Non
     assert results["use-m3"]["cxc-test"][FOLDS]["R@1"]["t2t"] > use["R@1"]["t2t"]
     # text-only models have nothing to score against ECCV (image-caption only)
     assert "eccv" not in results["use-m3"]
+
+
+def test_an_image_model_covering_part_of_the_split_is_scored_on_its_images(karpathy_run: tuple[Path, dict]) -> None:
+    out, metrics = karpathy_run
+    gallery = metrics["galleries"]["efficientnet-lite0"]
+    note = "covered (default for an image-only model): 370 of 5,000 images, 1,850 of 25,000 captions"
+    assert gallery == {"rule": "covered", "images": 370, "of_images": 5000, "captions": 1850, "of_captions": 25000, "note": note}
+    assert metrics["galleries"]["use-m3"]["note"] == "full: 5,000 images, 25,000 captions"
+    cxc = metrics["results"]["efficientnet-lite0"]["cxc-test"][ALL]
+    assert set(cxc["R@1"]) == {"i2i"} and 0 < cxc["queries"]["i2i"] <= 370
+    assert cxc["missing_positives"]["i2i"] > 0  # SIS positives among images without pixels: counted, not scored
+    assert cxc["pairs"]["sis"] > 0 and cxc["pairs_outside_gallery"]["sis"] > cxc["pairs"]["sis"]
+    assert cxc["R@10"]["i2i"] > 0.2  # an image encoder finds CxC's similar images among 370
+    assert set(metrics["results"]["efficientnet-lite0"]) == {"cxc-test"}  # COCO and ECCV have no image-image task
+    report = (out / "report.md").read_text()
+    assert f"- gallery of efficientnet-lite0: {note}" in report and f"| efficientnet-lite0 ({note}) |" in report
+    assert "| use-m3 |" in report
 
 
 def test_positive_sets_against_eccv_match_its_table_2_pattern(karpathy_metrics: dict) -> None:
@@ -157,3 +182,44 @@ def test_labels_and_bison_tables_from_csv(demo_build: Path, tmp_path: Path) -> N
     single = tmp_path / "single.csv"
     single.write_text("image_id,labels\ncoco:img:1,0\ncoco:img:2,7\n")
     assert read_labels(str(single)) == ({"coco:img:1": (0,), "coco:img:2": (7,)}, [])
+
+
+def test_a_score_matrix_covering_part_of_the_images_runs_when_asked(demo_build: Path, tmp_path: Path, capsys) -> None:
+    with np.load(demo_build / "proxy.npz") as data:
+        scores, images, captions = data["scores"], data["image_ids"].tolist(), data["caption_ids"].tolist()
+    table = pq.read_table(demo_build / "items" / "captions.parquet").to_pydict()
+    owner = dict(zip(table["caption_id"], table["image_id"], strict=True))
+    keep = images[::2]  # 49 of the 97 images, with their captions
+    rows = [images.index(i) for i in keep]
+    cols = [k for k, c in enumerate(captions) if owner[c] in set(keep)]
+    np.savez(
+        tmp_path / "half.npz",
+        scores=scores[np.ix_(rows, cols)],
+        image_ids=np.array(keep),
+        caption_ids=np.array([captions[k] for k in cols]),
+    )
+    spec = {"source": "score-matrix", "path": str(tmp_path / "half.npz")}
+    # a model with caption scores is refused by default: its figures would sit beside full-gallery ones
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"evaluate": {"models": {"half": spec}}}))
+    base = ["evaluate", "--in", str(demo_build / "embeddings"), "--items", str(demo_build / "items"), "--truth", "coco"]
+    assert cli([*base, "--params", str(params), "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert "model 'half' has no img vector for 48 of the 97 gallery items (e.g. coco:img:" in err and "gallery: covered" in err
+    assert len(err.strip().splitlines()) == 1
+    params.write_text(json.dumps({"evaluate": {"models": {"half": {**spec, "gallery": "sometimes"}}}}))
+    assert cli([*base, "--params", str(params), "--out", str(tmp_path / "bad")]) == 2
+    assert "evaluate.models.half.gallery: 'sometimes' is not one of auto, full, covered" in capsys.readouterr().err
+    # asked for, it is scored on its 49 images and their captions, and says so
+    models = {"half": {**spec, "gallery": "covered"}, "proxy": {"source": "score-matrix", "path": str(demo_build / "proxy.npz")}}
+    metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], models, "covered")
+    half, proxy = metrics["results"]["half"]["coco"][ALL], metrics["results"]["proxy"]["coco"][ALL]
+    assert half["queries"] == {"i2t": 49, "t2i": len(cols)} and proxy["queries"] == {"i2t": 97, "t2i": 485}
+    assert half["missing_positives"] == {"i2t": 0, "t2i": 0}
+    assert half["R@1"]["i2t"] >= proxy["R@1"]["i2t"] - 0.1  # a smaller gallery is not harder
+    assert metrics["galleries"]["half"]["note"] == f"covered: 49 of 97 images, {len(cols)} of 485 captions"
+    assert metrics["results"]["half"]["coco"][FOLDS]["queries"]["i2t"] == 49
+    report = (tmp_path / "covered" / "report.md").read_text()
+    assert f"| half (covered: 49 of 97 images, {len(cols)} of 485 captions) |" in report
+    summary = json.loads((tmp_path / "covered" / "report.json").read_text())
+    assert summary["models"]["half"]["gallery"].startswith("covered: 49 of 97 images")

@@ -1,0 +1,107 @@
+"""``crisscross derive``: rated STS / SIS pairs → CxC C2I candidates (c2i_intrasim by decreasing
+rating, c2i_original for every caption and its image) with provenance, as a table and as a
+CxC-shaped ``sits_candidates.csv`` without scores.
+
+``--in`` is the aggregate output (``rated.parquet``) or ``cxc:<folder>`` to replay the CxC release
+files ``sts_<split>.csv`` and ``sis_<split>.csv`` (``derive.replay_split``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from typing import Any
+
+import apache_beam as beam
+
+from crisscross.annotate.schema import SIS, STS
+from crisscross.beam.derive import DeriveC2I
+from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
+from crisscross.core import io
+from crisscross.core.quarantine import count_reasons
+from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.release.cxc import CXC_FILES
+
+STAGE = "derive"
+CXC_PREFIX = "cxc:"
+DESCRIPTION = "Derive CxC caption–image (C2I) candidates from rated caption and image pairs, plus every original pair."
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--items", required=True, help="the ingest output (captions.parquet)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args(STAGE, DESCRIPTION, argv, DeriveSettings, add_flags)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def rated_source(inputs: str, split: str) -> str | dict[str, str]:
+    """``rated.parquet`` of an aggregate output, or the CxC release files of ``cxc:<folder>``."""
+    if inputs.startswith(CXC_PREFIX):
+        folder = inputs[len(CXC_PREFIX) :]
+        files = {task: io.join(folder, CXC_FILES[task].name(split)) for task in (STS, SIS)}
+        for path in files.values():
+            if not io.exists(path):
+                raise FileNotFoundError(f"no {path}: {inputs} must be a folder of CxC release files (split {split})")
+        return files
+    return require(io.join(inputs, "rated.parquet"), "aggregate")
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    settings: DeriveSettings = stage.settings
+    rated = rated_source(stage.inputs, settings.replay_split)
+    captions = require(io.join(stage.flags.items, "captions.parquet"), "ingest")
+    outputs = pipeline | "Derive" >> DeriveC2I(rated, captions, settings, int(stage.base.get("seed", 0)))
+    outputs.candidates | "Write" >> beam.Map(write_candidates, out)
+    outputs.facts | "WriteFacts" >> beam.Map(lambda facts: io.write_json(io.join(out, "facts.json"), facts))
+    write_quarantine(outputs.rejected, out)
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage)
+
+    return finish
+
+
+def write_candidates(candidates: list[C2ICandidate], out: str) -> None:
+    io.write_parquet(io.join(out, "candidates.parquet"), candidates_table(candidates))
+    io.write_bytes(io.join(out, "sits_candidates.csv"), sits_csv(candidates))
+
+
+def report(out: str, stage: StageArgs) -> dict[str, Any]:
+    candidates = io.read_parquet(io.join(out, "candidates.parquet"))
+    facts = json.loads(io.read_bytes(io.join(out, "facts.json")))
+    quarantine = read_quarantine(out)
+    per_method = Counter(candidates.column("method").to_pylist())
+    counts = {method: per_method.get(method, 0) for method in METHODS}
+    sources = facts["sources"]
+    rated = facts["rated"]
+    summary = {
+        "rated": ", ".join(f"{n:,} {kind}" for kind, n in rated.items()) or "no usable rated STS or SIS pairs",
+        "c2i_intrasim": (
+            f"{counts['c2i_intrasim']:,} of quota {facts['quota']:,} ({facts['ranks']} ranks"
+            + (f", depth {facts['depth']}" if facts["ranks"] == "per-query" else "")
+            + f", directions {facts['directions']}): {sources[STS]['selected']:,} from C2C ranks, {sources[SIS]['selected']:,} from I2I ranks"
+        ),
+        "c2i_original": f"{counts['c2i_original']:,} caption–image pairs of the captions table",
+    }
+    if facts["skipped"]:
+        summary["skipped"] = ", ".join(f"{n:,} {why}" for why, n in facts["skipped"].items())
+    if facts["shortfall"]:
+        summary["shortfall"] = (
+            f"{facts['shortfall']:,} fewer c2i_intrasim than the quota: the rated pairs derive only "
+            f"{sources[STS]['derived'] + sources[SIS]['derived']:,} candidates (C2C {sources[STS]['derived']:,}, I2I {sources[SIS]['derived']:,})"
+        )
+    if facts["ignored"]:
+        summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())
+    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.out}"
+    return {
+        "candidates": counts,
+        "quota": facts["quota"],
+        "shortfall": facts["shortfall"],
+        "selection": facts,
+        "rejected": count_reasons(quarantine),
+        "summary": summary,
+    }
