@@ -1,9 +1,7 @@
 """Fuzz every judgment format with random, truncated and mutated files (seeded, so deterministic).
 
-Each format gets (a) random inputs (raw bytes, printable text, JSON-ish token soup, mutated
-copies of a valid sample, valid samples with random bytes spliced in), (b) every truncation
-prefix of a small valid file, and (c) named structured mutations (a wrong type in each field,
-null, nested lists, huge numbers, NaN, BOM, CRLF, NUL, invalid UTF-8 in the middle, …).
+Each format gets the inputs :mod:`tests.fuzzing` makes: random, truncated and structurally mutated
+files built from a small valid sample of the format.
 
 For every input two things are checked:
 
@@ -35,15 +33,12 @@ reject is a ``judgment`` ``malformed-record`` whose record is JSON.
 
 from __future__ import annotations
 
-import codecs
 import copy
 import csv
 import io
 import json
 import random
 import re
-import string
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,11 +47,29 @@ import pytest
 
 from crisscross.annotate.formats import JUDGMENT_FIELDS, JUDGMENT_FORMATS, JudgmentFileError, RawJudgment
 from crisscross.core.quarantine import Rejected
+from tests.fuzzing import (
+    BAD_CSV_CELLS,
+    BAD_JSON_LINES,
+    BAD_VALUES,
+    BOM,
+    DEEP,
+    INVALID_UTF8,
+    Expect,
+    Values,
+    assert_accounted,
+    assert_one_line,
+    describe,
+    dumps,
+    encode,
+    guarded,
+    json_tokens,
+    prefix_ends,
+    random_inputs,
+    random_printable,
+    replace_line,
+)
 
-SEED = 20260705
-N_RANDOM = 200
 MAX_TRUNCATIONS = 500
-BOM = codecs.BOM_UTF8
 ANSWER_COLUMN = re.compile(r"Answer\.item_(\d+)_(score|answer)", re.ASCII)
 
 # ---------------------------------------------------------------------------- valid samples
@@ -163,19 +176,10 @@ def run(case: Case, data: bytes) -> Outcome:
     try:
         records = JUDGMENT_FORMATS.create(case.id).read(case.file, data)
     except JudgmentFileError as error:
-        message = str(error)
-        assert len(message.splitlines()) == 1 and case.file in message, f"not a one-line error naming the file: {message!r}"
+        assert_one_line(str(error), case.file)
         return Outcome([], error)
     assert isinstance(records, list)
     return Outcome(records, None)
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What the accounting rule demands of one input."""
-
-    raises: bool  # the file is unusable: JudgmentFileError is the right answer
-    sources: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → (least, most) outputs
 
 
 def decoded(data: bytes) -> str | None:
@@ -262,92 +266,24 @@ def check_output(record: RawJudgment | Rejected, case: Case) -> None:
 
 def check(case: Case, data: bytes, label: str) -> Outcome:
     """Read ``data`` as ``case`` and check both rules; failures name the input."""
-    where = f"{case.id} [{label}], input {data[:200]!r}{'…' if len(data) > 200 else ''} ({len(data)} bytes)"
-    try:
-        outcome = run(case, data)
-    except Exception as error:
-        raise AssertionError(f"{where}: {type(error).__name__}: {str(error)[:300]}") from error
+    where = describe(case.id, data, label)
+    outcome = guarded(where, lambda: run(case, data))
     text = decoded(data)
     expect = Expect(True) if text is None else EXPECT[case.id](case, text)
-    if expect.raises or outcome.error is not None:
-        assert expect.raises and outcome.error is not None, f"{where}: expected raise={expect.raises}, got {outcome.error!r}"
-        return outcome
-    for record in outcome.records:
-        check_output(record, case)
-    counts = Counter(r.source for r in outcome.records)
-    unexpected = sorted(set(counts) - set(expect.sources))
-    assert not unexpected, f"{where}: outputs from {unexpected[:5]}, which the accounting does not know"
-    wrong = {s: counts[s] for s, (least, most) in expect.sources.items() if not least <= counts[s] <= most}
-    assert not wrong, f"{where}: output counts {dict(list(wrong.items())[:5])} outside the rule (lost or duplicated records)"
+    assert_accounted(where, expect, outcome.error, outcome.records, lambda record: check_output(record, case), "output")
     return outcome
 
 
 # ---------------------------------------------------------------------------- generators
 
 
-class Raw(str):
-    """A JSON literal spliced into generated text as written (too big or too deep for json.dumps)."""
-
-
-def dumps(value: Any, **options: Any) -> str:
-    raws: list[Raw] = []
-
-    def mark(v: Any) -> Any:
-        if isinstance(v, Raw):
-            raws.append(v)
-            return f"@@raw{len(raws) - 1}@@"
-        if isinstance(v, dict):
-            return {k: mark(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [mark(x) for x in v]
-        return v
-
-    text = json.dumps(mark(value), **options)
-    for i, raw in enumerate(raws):
-        text = text.replace(f'"@@raw{i}@@"', raw)
-    return text
-
-
-def encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")  # generated text may hold lone surrogates
-
-
-DEEP = "[" * 100_000 + "]" * 100_000
 STRINGS = [
     *["", " ", "\t", "W0", "sts:a|b", "verify:i|c", "STS", "VERIFY", "yes", "Mostly NO, because", "3.5", "-1", "1e999", "NaN"],
     *["2026-01-02T10:00:00Z", "Tue Jan 20 10:10:00 PST 2026", "a\nb", "a\r\nb", "a\u2028b", "\x00", "\ud800", "'=cmd", "é"],
     *["9" * 5000, "x" * 3000, "\ufeffW0"],
 ]
-NUMBERS = [0, 1, -1, 7, 2**31, 2**63, 10**30, 1.5, -0.0, 1e308, float("nan"), float("inf"), -float("inf"), True, False]
-RAWS = [Raw("1" * 5000), Raw("1e999"), Raw("-1e-999"), Raw(DEEP), Raw("NaN"), Raw("-Infinity")]
-
-
-def random_value(rng: random.Random, depth: int = 0) -> Any:
-    r = rng.random()
-    if r < 0.1:
-        return None
-    if r < 0.3:
-        return rng.choice(NUMBERS) if rng.random() < 0.7 else rng.randint(-(10**9), 10**9)
-    if r < 0.65:
-        return rng.choice(STRINGS)
-    if r < 0.7:
-        return rng.choice(RAWS)
-    if depth > 2 or r < 0.85:
-        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return {rng.choice([*STRINGS[:8], "number", "choices", "email", "id"]): random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
-
-
-def mutate_object(rng: random.Random, obj: dict[str, Any], keys: list[str]) -> dict[str, Any]:
-    obj = dict(obj)
-    for _ in range(rng.randint(1, 3)):
-        r, key = rng.random(), rng.choice(keys)
-        if r < 0.6:
-            obj[key] = random_value(rng)
-        elif r < 0.8:
-            obj.pop(key, None)
-        else:
-            obj[rng.choice(STRINGS[:8])] = random_value(rng)
-    return obj
+VALUES = Values(STRINGS, [*STRINGS[:8], "number", "choices", "email", "id"])
+random_value, mutate_object = VALUES.random, VALUES.mutate
 
 
 def mutate_label_studio(rng: random.Random) -> Any:
@@ -427,68 +363,17 @@ def random_structured(rng: random.Random, case: Case) -> bytes:
     return encode("\n".join(lines) + "\n")
 
 
-ALPHABET = string.printable + '",,{}[]::\n\n\n\r\x00é\u2028\ufeff\x85'
+def random_tokens(rng: random.Random, case: Case) -> bytes:
+    names = ['"data"', '"annotations"', '"result"', '"value"', '"number"', '"choices"', '"score"', *(f'"{k}"' for k in case.keys)]
+    return json_tokens(rng, '"W0"', names)
 
 
-def json_tokens(rng: random.Random, case: Case) -> bytes:
-    tokens = ["{", "}", "[", "]", ":", ",", '"', "null", "true", "NaN", "1e999", "-0", "7", '"W0"', "\n", " ", "\\u0000"]
-    tokens += ['"\\ud800"', "1" * 50, '"data"', '"annotations"', '"result"', '"value"', '"number"', '"choices"', '"score"']
-    tokens += [f'"{k}"' for k in case.keys]
-    return "".join(rng.choice(tokens) for _ in range(rng.randint(1, 60))).encode()
-
-
-def random_inputs(case: Case) -> list[tuple[str, bytes]]:
-    rng = random.Random(f"{SEED}/{case.id}")
-    out = []
-    for i in range(N_RANDOM):
-        kind = ("bytes", "printable", "json-tokens", "structured", "spliced")[i % 5]
-        if kind == "bytes":
-            data = rng.randbytes(rng.randint(0, 400))
-        elif kind == "printable":
-            data = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 300))).encode()
-        elif kind == "json-tokens":
-            data = json_tokens(rng, case)
-        elif kind == "structured":
-            data = random_structured(rng, case)
-        else:  # printable junk replaces a slice of the valid sample (random bytes would only test "not UTF-8")
-            start = rng.randrange(len(case.sample))
-            end = min(len(case.sample), start + rng.randint(0, 20))
-            junk = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 20))).encode()
-            data = case.sample[:start] + junk + case.sample[end:]
-        out.append((f"{kind} #{i}", data))
-    return out
+def fuzz_inputs(case: Case) -> list[tuple[str, bytes]]:
+    # printable junk replaces a slice of the valid sample (random bytes would only test "not UTF-8")
+    return random_inputs(case, random_tokens, random_structured, random_printable)
 
 
 # ---------------------------------------------------------------------------- structured mutations
-
-BAD_VALUES: dict[str, Any] = {
-    "number": 123456789,
-    "negative": -1,
-    "float": 1.5,
-    "huge-float": 1e308,
-    "huge-int-literal": Raw("1" * 5000),
-    "long-digit-string": "9" * 5000,
-    "nan": float("nan"),
-    "infinity": float("inf"),
-    "null": None,
-    "true": True,
-    "empty": "",
-    "blank": "  ",
-    "nested-list": [["a"]],
-    "object": {"a": 1},
-    "nul": "a\x00b",
-    "u2028": "a\u2028b",
-    "lone-surrogate": "\ud800",
-    "deep": Raw(DEEP),
-}
-
-INVALID_UTF8 = {"ff": b"\xff", "truncated": b"\xc3", "surrogate": b"\xed\xa0\x80", "overlong": b"\xc0\xaf"}
-
-
-def replace_line(data: bytes, number: int, new: bytes, end: bytes = b"\n") -> bytes:
-    lines = data.split(end)
-    lines[number - 1] = new
-    return end.join(lines)
 
 
 def common_mutations(case: Case) -> list[tuple[str, bytes]]:
@@ -515,12 +400,7 @@ def jsonl_mutations(case: Case) -> list[tuple[str, bytes]]:
         for label, value in BAD_VALUES.items():
             out.append((f"{key}={label}", replace_line(case.sample, 2, encode(dumps({**JSONL_RECORDS[1], key: value})))))
     for label, line in {
-        "array": b"[1, 2]",
-        "string": b'"text"',
-        "number": b"1" * 5000,
-        "nan": b"NaN",
-        "null": b"null",
-        "deep": DEEP.encode(),
+        **BAD_JSON_LINES,
         "duplicate-key": b'{"worker": "W1", "worker": "W2"}',
         "bad-escape": b'{"worker": "\\x"}',
         "bom-mid-file": BOM + json.dumps(JSONL_RECORDS[1]).encode(),
@@ -536,17 +416,7 @@ def csv_mutations(case: Case) -> list[tuple[str, bytes]]:
     end = b"\r\n" if case.id == "crowd-csv" else b"\n"
     lines = case.sample.split(end)
     out = []
-    for label, cell in {
-        "empty": b"",
-        "quote": b'"',
-        "unterminated": b'"never closed',
-        "inner-quote": b'a"b',
-        "cr": b"a\rb",
-        "nul": b"a\x00b",
-        "huge": b"x" * 200_000,
-        "huge-quoted": b'"' + b"x" * 200_000 + b'"',
-        "extra-cells": b"a,b,c,d",
-    }.items():
+    for label, cell in BAD_CSV_CELLS.items():
         out.append((f"cell={label}", replace_line(case.sample, 2, lines[1].replace(b"W0", cell), end)))
     out += [
         ("row with fewer cells", replace_line(case.sample, 2, b"a,b", end)),
@@ -630,7 +500,7 @@ def test_valid_sample_reads_cleanly(case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_random_inputs(case: Case) -> None:
-    outcomes = [check(case, data, label) for label, data in random_inputs(case)]
+    outcomes = [check(case, data, label) for label, data in fuzz_inputs(case)]
     # the random inputs reach the record code, not only the file checks
     assert sum(o.error is None and any(isinstance(r, RawJudgment) for r in o.records) for o in outcomes) >= 10
 
@@ -638,8 +508,7 @@ def test_random_inputs(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_truncated_files(case: Case) -> None:
     data = case.sample
-    step = max(1, len(data) // MAX_TRUNCATIONS)
-    for end in [*range(0, len(data), step), len(data)]:
+    for end in prefix_ends(len(data), MAX_TRUNCATIONS):
         check(case, data[:end], f"first {end} of {len(data)} bytes")
 
 

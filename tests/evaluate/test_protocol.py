@@ -202,6 +202,9 @@ def test_score_matrix_model_matches_embeddings_and_checks_orientation():
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="1 NaN or infinite"):
         ScoreMatrixModel("nan", bad, images, captions)
+    repeated = [*captions[:-1], captions[0]]
+    with pytest.raises(ValueError, match=rf"caption_ids of model 'dup': id '{captions[0]}' appears at rows 0 and {len(captions) - 1}"):
+        ScoreMatrixModel("dup", matrix, images, repeated)
 
 
 def test_pmrp_in_blocks_matches_the_dense_call(monkeypatch):

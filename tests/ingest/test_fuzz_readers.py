@@ -1,9 +1,7 @@
 """Fuzz every source reader with random, truncated and mutated files (seeded, so deterministic).
 
-Each reader gets (a) random inputs (raw bytes, printable text, JSON-ish token soup, mutated
-copies of a valid sample, valid samples with random bytes spliced in), (b) every truncation
-prefix of a small valid file, and (c) named structured mutations (a wrong type in each field,
-null, nested lists, huge numbers, NaN, BOM, CRLF, NUL, invalid UTF-8 in the middle, …).
+Each reader gets the inputs :mod:`tests.fuzzing` makes: random, truncated and structurally mutated
+files built from a small valid sample of the reader.
 
 For every input two things are checked:
 
@@ -37,14 +35,11 @@ names and splits; rejects have a known reason, a source in the file and their re
 
 from __future__ import annotations
 
-import codecs
 import copy
 import csv
 import io
 import json
 import random
-import string
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,11 +53,30 @@ from crisscross.core.ids import split_id
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import READERS, SourceFileError
 from crisscross.ingest.records import CaptionRecord, ImageRecord
+from tests.fuzzing import (
+    BAD_CSV_CELLS,
+    BAD_JSON_LINES,
+    BOM,
+    DEEP,
+    INVALID_UTF8,
+    Expect,
+    Raw,
+    Values,
+    assert_accounted,
+    assert_one_line,
+    describe,
+    dumps,
+    encode,
+    guarded,
+    json_tokens,
+    prefix_ends,
+    random_bytes,
+    random_inputs,
+    replace_line,
+)
+from tests.fuzzing import BAD_VALUES as SHARED_BAD_VALUES
 
-SEED = 20260705
-N_RANDOM = 200
 MAX_TRUNCATIONS = 400  # prefixes per file: every byte of a small sample, every k-th of a larger one
-BOM = codecs.BOM_UTF8
 REASONS = {"bad-encoding", "malformed-row", "missing-field", "bad-id", "conflicting-image"}
 MAX_ITEMS_PER_ROW = 3  # image + caption + conflicting-image reject
 
@@ -218,17 +232,8 @@ def run(case: Case, tmp_path: Path, data: bytes) -> tuple[Path, Outcome]:
     try:
         return path, Outcome(list(READERS.create(case.reader, **case.options).read(str(path))), None)
     except SourceFileError as error:
-        message = str(error)
-        assert len(message.splitlines()) == 1 and path.name in message, f"not a one-line error naming the file: {message!r}"
+        assert_one_line(str(error), path.name)
         return path, Outcome([], error)
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What the accounting rule demands of one input."""
-
-    raises: bool  # the file is unusable: SourceFileError is the right answer
-    sources: dict[str, tuple[int, int]] = field(default_factory=dict)  # source → (least, most) items
 
 
 def line_texts(data: bytes) -> list[tuple[int, str | None]]:
@@ -337,91 +342,27 @@ def check_item(item: Any, name: str) -> None:
 
 def check(case: Case, tmp_path: Path, data: bytes, label: str) -> Outcome:
     """Read ``data`` as ``case`` and check both rules; failures name the input."""
-    where = f"{case.id} [{label}], input {data[:200]!r}{'…' if len(data) > 200 else ''} ({len(data)} bytes)"
-    try:
-        path, outcome = run(case, tmp_path, data)
-    except Exception as error:
-        raise AssertionError(f"{where}: {type(error).__name__}: {str(error)[:300]}") from error
+    where = describe(case.id, data, label)
+    path, outcome = guarded(where, lambda: run(case, tmp_path, data))
     name = path.name
     if case.layout == "json":
         expect = expect_json(case, name, data, outcome.items)
     else:
         expect = {"jsonl": expect_jsonl, "csv": expect_csv, "parquet": expect_parquet}[case.layout](case, name, data)
-    if expect.raises or outcome.error is not None:
-        assert expect.raises and outcome.error is not None, f"{where}: expected raise={expect.raises}, got {outcome.error!r}"
-        return outcome
-    for item in outcome.items:
-        check_item(item, name)
-    counts = Counter(item.source for item in outcome.items)
-    unexpected = sorted(set(counts) - set(expect.sources))
-    assert not unexpected, f"{where}: items from {unexpected[:5]}, which the accounting does not know"
-    wrong = {s: counts[s] for s, (least, most) in expect.sources.items() if not least <= counts[s] <= most}
-    assert not wrong, f"{where}: item counts {dict(list(wrong.items())[:5])} outside the rule (lost or duplicated records)"
+    assert_accounted(where, expect, outcome.error, outcome.items, lambda item: check_item(item, name), "item")
     return outcome
 
 
 # ---------------------------------------------------------------------------- generators
 
 
-class Raw(str):
-    """A JSON literal spliced into generated text as written (too big or too deep for json.dumps)."""
-
-
-def dumps(value: Any) -> str:
-    raws: list[Raw] = []
-
-    def mark(v: Any) -> Any:
-        if isinstance(v, Raw):
-            raws.append(v)
-            return f"@@raw{len(raws) - 1}@@"
-        if isinstance(v, dict):
-            return {k: mark(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [mark(x) for x in v]
-        return v
-
-    text = json.dumps(mark(value))
-    for i, raw in enumerate(raws):
-        text = text.replace(f'"@@raw{i}@@"', raw)
-    return text
-
-
-DEEP = "[" * 100_000 + "]" * 100_000
 STRINGS = [
     *["", " ", "\t", "a dog .", "1.jpg", " 1.jpg ", "1.jpg\n", "1007129816.jpg", "dir/3.jpg", "COCO_val2014_000000391895.jpg"],
     *["391895", " 42 ", "-3", "1.5", "coco:img:1", "coco:cap:1", "f30k:img:2", "f30k:cap:2#0", "ds:img:x", "x:img:", ":", "1.jpg#0"],
     *["a\nb", "a\u2028b", "\x00", "\ud800", "é", "٣", "test", "val", "9" * 5000, "x" * 3000, "\ufeffa"],
 ]
-NUMBERS = [0, 1, -1, 7, 2**31, 2**63, 10**30, 1.5, -0.0, 1e308, float("nan"), float("inf"), -float("inf"), True, False]
-RAWS = [Raw("1" * 5000), Raw("1e999"), Raw("-1e-999"), Raw(DEEP), Raw("NaN"), Raw("-Infinity")]
-
-
-def random_value(rng: random.Random, depth: int = 0) -> Any:
-    r = rng.random()
-    if r < 0.1:
-        return None
-    if r < 0.3:
-        return rng.choice(NUMBERS) if rng.random() < 0.7 else rng.randint(-(10**9), 10**9)
-    if r < 0.65:
-        return rng.choice(STRINGS)
-    if r < 0.7:
-        return rng.choice(RAWS)
-    if depth > 2 or r < 0.85:
-        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return {rng.choice(STRINGS[:8]): random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
-
-
-def mutate_object(rng: random.Random, obj: dict[str, Any], keys: list[str]) -> dict[str, Any]:
-    obj = dict(obj)
-    for _ in range(rng.randint(1, 3)):
-        r, key = rng.random(), rng.choice(keys)
-        if r < 0.6:
-            obj[key] = random_value(rng)
-        elif r < 0.8:
-            obj.pop(key, None)
-        else:
-            obj[rng.choice(STRINGS[:8])] = random_value(rng)
-    return obj
+VALUES = Values(STRINGS, STRINGS[:8])
+random_value, mutate_object = VALUES.random, VALUES.mutate
 
 
 def mutate_document(rng: random.Random, case: Case) -> Any:
@@ -503,7 +444,7 @@ def random_parquet(rng: random.Random, case: Case) -> bytes:
 def random_structured(rng: random.Random, case: Case) -> bytes:
     """Something close to a valid file: the sample's rows or elements with random changes."""
     if case.layout == "json":
-        return dumps(mutate_document(rng, case)).encode("utf-8", "surrogatepass")
+        return encode(dumps(mutate_document(rng, case)))
     if case.layout == "csv":
         return random_csv(rng, case)
     if case.layout == "parquet":
@@ -512,71 +453,21 @@ def random_structured(rng: random.Random, case: Case) -> bytes:
     for _ in range(rng.randint(1, 6)):
         row = rng.choice(case.rows)
         lines.append(dumps(mutate_object(rng, row, case.keys) if rng.random() < 0.9 else random_value(rng)))
-    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    return encode("\n".join(lines) + "\n")
 
 
-ALPHABET = string.printable + '",,{}[]::\n\n\n\r\x00é\u2028\ufeff\x85'
+def random_tokens(rng: random.Random, case: Case) -> bytes:
+    return json_tokens(rng, '"a dog"', ['"1.jpg"', '"COCO_val2014_000000000001.jpg"', *(f'"{k}"' for k in case.keys)])
 
 
-def json_tokens(rng: random.Random, case: Case) -> bytes:
-    tokens = ["{", "}", "[", "]", ":", ",", '"', "null", "true", "NaN", "1e999", "-0", "7", '"a dog"', "\n", " ", "\\u0000"]
-    tokens += ['"\\ud800"', "1" * 50, '"1.jpg"', '"COCO_val2014_000000000001.jpg"', *(f'"{k}"' for k in case.keys)]
-    return "".join(rng.choice(tokens) for _ in range(rng.randint(1, 60))).encode()
-
-
-def random_inputs(case: Case) -> list[tuple[str, bytes]]:
-    rng = random.Random(f"{SEED}/{case.id}")
-    out = []
-    for i in range(N_RANDOM):
-        kind = ("bytes", "printable", "json-tokens", "structured", "spliced")[i % 5]
-        if kind == "bytes":
-            data = rng.randbytes(rng.randint(0, 400))
-        elif kind == "printable":
-            data = "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 300))).encode()
-        elif kind == "json-tokens":
-            data = json_tokens(rng, case)
-        elif kind == "structured":
-            data = random_structured(rng, case)
-        else:  # random bytes replace a slice of the valid sample
-            start = rng.randrange(len(case.sample))
-            end = min(len(case.sample), start + rng.randint(0, 20))
-            data = case.sample[:start] + rng.randbytes(rng.randint(0, 20)) + case.sample[end:]
-        out.append((f"{kind} #{i}", data))
-    return out
+def fuzz_inputs(case: Case) -> list[tuple[str, bytes]]:
+    # random bytes replace a slice of the valid sample
+    return random_inputs(case, random_tokens, random_structured, random_bytes)
 
 
 # ---------------------------------------------------------------------------- structured mutations
 
-BAD_VALUES: dict[str, Any] = {
-    "number": 123456789,
-    "negative": -1,
-    "float": 1.5,
-    "huge-float": 1e308,
-    "huge-int-literal": Raw("1" * 5000),
-    "long-digit-string": "9" * 5000,
-    "nan": float("nan"),
-    "infinity": float("inf"),
-    "null": None,
-    "true": True,
-    "empty": "",
-    "blank": "  ",
-    "nested-list": [["a"]],
-    "object": {"a": 1},
-    "nul": "a\x00b",
-    "u2028": "a\u2028b",
-    "lone-surrogate": "\ud800",
-    "deep": Raw(DEEP),
-    "padded-name": " 1.jpg ",
-    "canonical-other-kind": "f30k:cap:1#0",
-}
-
-INVALID_UTF8 = {"ff": b"\xff", "truncated": b"\xc3", "surrogate": b"\xed\xa0\x80", "overlong": b"\xc0\xaf"}
-
-
-def replace_line(data: bytes, number: int, new: bytes) -> bytes:
-    lines = data.split(b"\n")
-    lines[number - 1] = new
-    return b"\n".join(lines)
+BAD_VALUES: dict[str, Any] = {**SHARED_BAD_VALUES, "padded-name": " 1.jpg ", "canonical-other-kind": "f30k:cap:1#0"}
 
 
 def middle(data: bytes, insert: bytes) -> bytes:
@@ -593,15 +484,10 @@ def line_mutations(case: Case) -> list[tuple[str, bytes]]:
     if case.layout == "jsonl":
         for key in case.keys:
             for label, value in BAD_VALUES.items():
-                out.append((f"{key}={label}", replace_line(data, 2, dumps({**case.rows[1], key: value}).encode("utf-8", "surrogatepass"))))
+                out.append((f"{key}={label}", replace_line(data, 2, encode(dumps({**case.rows[1], key: value})))))
             out.append((f"{key} missing", replace_line(data, 2, json.dumps({k: v for k, v in case.rows[1].items() if k != key}).encode())))
         for label, line in {
-            "array": b"[1, 2]",
-            "string": b'"text"',
-            "number": b"1" * 5000,
-            "nan": b"NaN",
-            "null": b"null",
-            "deep": DEEP.encode(),
+            **BAD_JSON_LINES,
             "duplicate-key": b'{"a": 1, "a": 2}',
             "bad-escape": b'{"a": "\\x"}',
             "bom-mid-file": BOM + json.dumps(case.rows[1]).encode(),
@@ -611,17 +497,7 @@ def line_mutations(case: Case) -> list[tuple[str, bytes]]:
         }.items():
             out.append((f"line 2 = {label}", replace_line(data, 2, line)))
     elif case.layout == "csv":
-        for label, cell in {
-            "empty": b"",
-            "quote": b'"',
-            "unterminated": b'"never closed',
-            "inner-quote": b'a"b',
-            "cr": b"a\rb",
-            "nul": b"a\x00b",
-            "huge": b"x" * 200_000,
-            "huge-quoted": b'"' + b"x" * 200_000 + b'"',
-            "extra-cells": b"a,b,c,d",
-        }.items():
+        for label, cell in BAD_CSV_CELLS.items():
             out.append((f"cell={label}", replace_line(data, 2, b"1007129816.jpg," + cell + b",test")))
         out += [
             ("row with fewer cells", replace_line(data, 4, b"2.jpg")),
@@ -651,7 +527,7 @@ def document_mutations(case: Case) -> list[tuple[str, bytes]]:
     def with_change(change: Callable[[dict[str, Any]], None]) -> bytes:
         document = copy.deepcopy(case.document)
         change(document)
-        return dumps(document).encode("utf-8", "surrogatepass")
+        return encode(dumps(document))
 
     def set_path(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
         def change(document: dict[str, Any]) -> None:
@@ -731,7 +607,7 @@ def test_valid_sample_reads_cleanly(case: Case, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_random_inputs(case: Case, tmp_path: Path) -> None:
-    outcomes = [check(case, tmp_path, data, label) for label, data in random_inputs(case)]
+    outcomes = [check(case, tmp_path, data, label) for label, data in fuzz_inputs(case)]
     if case.layout in ("jsonl", "csv"):  # the random inputs reach the row code, not only the file checks
         assert sum(o.error is None and any(isinstance(i, CaptionRecord) for i in o.items) for o in outcomes) >= 10
 
@@ -739,8 +615,7 @@ def test_random_inputs(case: Case, tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_truncated_files(case: Case, tmp_path: Path) -> None:
     data = case.sample
-    step = max(1, len(data) // MAX_TRUNCATIONS)
-    for end in [*range(0, len(data), step), len(data)]:
+    for end in prefix_ends(len(data), MAX_TRUNCATIONS):
         outcome = check(case, tmp_path, data[:end], f"first {end} of {len(data)} bytes")
         if case.layout != "jsonl" and end < len(data):
             continue
