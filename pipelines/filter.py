@@ -88,9 +88,15 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     for direction, facts in diversity.items():
         for pair in facts["pairs"]:
             summary[f"{direction} {pair['a']} vs {pair['b']}"] = (
-                f"tau-b {pair['kendall_tau_b']:.3f}, top-1 rank by other {pair['mean_rank_by_b_of_a_top1']:.1f} / "
-                f"{pair['mean_rank_by_a_of_b_top1']:.1f}, top-{settings.top_k} overlap {pair[f'top{settings.top_k}_overlap']:.2f}"
+                f"tau-b {_shown(pair['kendall_tau_b'], 3)}, top-1 rank by other {_shown(pair['mean_rank_by_b_of_a_top1'], 1)} / "
+                f"{_shown(pair['mean_rank_by_a_of_b_top1'], 1)}, top-{settings.top_k} overlap {_shown(pair[f'top{settings.top_k}_overlap'], 2)}"
             )
     summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
     summary["outputs"] = f"candidates.parquet, verify_candidates.csv, batches.parquet, gold.parquet, diversity.json in {stage.out}"
     return {**counts, "annotators": settings.annotator_names(), "rejected": count_reasons(quarantine), "summary": summary}
+
+
+def _shown(value: float | None, digits: int) -> str:
+    """A diversity figure for the summary; ``n/a`` where it is undefined (e.g. τ over a gallery too
+    small for the top lists)."""
+    return "n/a" if value is None else f"{value:.{digits}f}"

@@ -71,6 +71,13 @@ def read_params(path: str | None) -> dict[str, Any]:
     unknown = sorted(str(s) for s in set(document) - set(known))
     if unknown:
         raise ParamError(f"{path}: unknown params section(s) {unknown}; known: {known}")
+    rounds = document.get(ROUNDS) or {}
+    if not isinstance(rounds, dict) or not all(isinstance(r, dict | None) for r in rounds.values()):
+        raise ParamError(f"{path}: {ROUNDS} must map round names to sections per stage, e.g. {ROUNDS}: {{sits: {{tasks: {{}}}}}}")
+    for name, sections in rounds.items():
+        stray = sorted(str(s) for s in set(sections or {}) - set(STAGES.names()))
+        if stray:
+            raise ParamError(f"{path}: unknown stage section(s) {stray} in {ROUNDS}.{name}; known: {STAGES.names()}")
     return document
 
 

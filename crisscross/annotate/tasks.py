@@ -100,16 +100,25 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
     """The tasks table of VERIFY batches formed upstream (the machine-annotator filter: per query,
     16 candidates + its original positive + a negative outside every annotator's top lists), kept
     as formed: gold drawn at random here would break the per-query rule.  Rows raters cannot be
-    shown are rejected like any item; a batch that loses a gold row is rejected whole
-    (``batch-lost-gold``), never refilled."""
-    kept: dict[str, list[dict[str, Any]]] = {}
+    shown are rejected like any item; a batch whose gold row was rejected (``batch-lost-gold``) or
+    that came without one of the gold kinds others have (``batch-without-gold``) is rejected whole,
+    never refilled.  Positions are renumbered 1..n within each kept batch."""
+    kept: dict[str, list[tuple[dict[str, Any], str, dict[str, Any]]]] = {}
+    formed_gold: dict[str, set[str]] = {}
     rejected: list[Rejected] = []
     seen: dict[str, str] = {}
     for n, row in enumerate(batches.to_pylist(), start=1):
-        where = f"{source}:{n}"
+        where, batch = f"{source}:{n}", str(row.get("batch_id"))
         gold = row.get("gold") or NOT_GOLD
-        method = SAMPLING_GOLD if gold else row.get("method")
-        made = _item(_Pair(row, where, method, VERIFY, row.get("image_id"), row.get("caption_id")), catalog)
+        if gold not in (NOT_GOLD, GOLD_POSITIVE, GOLD_NEGATIVE):
+            rejected.append(
+                reject("pair", "", "bad-gold", f"gold {gold!r} is not {GOLD_POSITIVE!r}, {GOLD_NEGATIVE!r} or empty", where, row)
+            )
+            continue
+        formed_gold.setdefault(batch, set()).add(gold)
+        made = _item(
+            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY, row.get("image_id"), row.get("caption_id")), catalog
+        )
         if isinstance(made, tuple):
             reason, detail, key = made
             rejected.append(reject("pair", key, reason, detail, where, row))
@@ -118,19 +127,20 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
             detail = f"{made['item_id']} is already in batch {seen[made['item_id']]}"
             rejected.append(reject("pair", made["item_id"], "duplicate-item", detail, where, row))
             continue
-        seen[made["item_id"]] = str(row["batch_id"])
-        kept.setdefault(str(row["batch_id"]), []).append(
-            {**made, "gold": gold, "batch_id": str(row["batch_id"]), "position": int(row["position"])}
-        )
-    wanted = {GOLD_POSITIVE, GOLD_NEGATIVE} & set(batches.column("gold").to_pylist()) if batches.num_rows else set()
+        seen[made["item_id"]] = batch
+        kept.setdefault(batch, []).append(({**made, "gold": gold, "batch_id": batch, "position": int(row["position"])}, where, row))
+    wanted = {GOLD_POSITIVE, GOLD_NEGATIVE} & set().union(*formed_gold.values()) if formed_gold else set()
     rows: list[dict[str, Any]] = []
     for batch, members in sorted(kept.items()):
-        missing = wanted - {m["gold"] for m in members}
-        if missing:
-            detail = f"batch {batch} lost its {' and '.join(sorted(missing))} gold row(s); it is not sent to raters"
-            rejected += [reject("pair", m["item_id"], "batch-lost-gold", detail, source, m) for m in members]
+        never = wanted - formed_gold[batch]
+        lost = wanted - never - {m["gold"] for m, _, _ in members}
+        if never or lost:
+            reason = "batch-without-gold" if never else "batch-lost-gold"
+            detail = f"batch {batch} {'came without' if never else 'lost'} its {' and '.join(sorted(never or lost))} gold row; it is not sent to raters"
+            rejected += [reject("pair", m["item_id"], reason, detail, where, row) for m, where, row in members]
             continue
-        rows += sorted(members, key=lambda m: m["position"])
+        ordered = sorted((m for m, _, _ in members), key=lambda m: m["position"])
+        rows += [{**m, "position": i} for i, m in enumerate(ordered, start=1)]
     return pa.Table.from_pylist(rows, schema=TASKS_SCHEMA), rejected
 
 

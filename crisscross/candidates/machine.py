@@ -51,7 +51,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from scipy.stats import kendalltau
 
 from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, VERIFY, VERIFY_POSITIVE
 from crisscross.annotate.tasks import VERIFY_METHOD
@@ -396,11 +395,11 @@ def retrieve(models: Mapping[str, Model], gallery: Gallery, direction: str, quer
 
 
 def _tau(x: np.ndarray, y: np.ndarray, columns: np.ndarray) -> float:
-    """τ-b of two annotators' scores over ``columns``; NaN when either is constant or not finite."""
+    """τ-b of two annotators' scores over the finite ``columns``; NaN when fewer than two remain or
+    either is constant there."""
     a, b = x[columns], y[columns]
-    if not (np.isfinite(a).all() and np.isfinite(b).all()) or np.all(a == a[0]) or np.all(b == b[0]):
-        return float("nan")
-    return float(kendalltau(a, b, variant="b").statistic)
+    finite = np.isfinite(a) & np.isfinite(b)  # hidden own pairs pad short galleries with -inf
+    return kendall_tau_b(a[finite], b[finite]) if finite.sum() >= 2 else float("nan")
 
 
 # --------------------------------------------------------------------------- candidates
@@ -728,10 +727,11 @@ def bias_audit(
     annotators; the full truth is originals ∪ verified positives.  For each annotator: positives
     it found, found alone, the truth without its sole finds, and (with ``metric``: a truth →
     {model: R-Precision or mAP@R}) τ-b between the model rankings on the full and reduced truth."""
+    originals = frozenset(originals)
     positives = {(r.image_id, r.caption_id) for r in verified.itertuples(index=False) if r.positive}
-    full = frozenset(positives | set(originals))
+    full = frozenset(positives | originals)
     names = sorted({a for who in found_by.values() for a in who})
-    unfound = sorted(p for p in positives if not found_by.get(p) and p not in set(originals))
+    unfound = sorted(p for p in positives if not found_by.get(p) and p not in originals)
     base = dict(metric(full)) if metric else {}
     per = {}
     for a in names:

@@ -86,7 +86,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from crisscross.annotate.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 from crisscross.evaluate.metrics import Positives
@@ -231,8 +231,9 @@ def _isnull(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _coco_links(captions: Any, source: str) -> tuple[dict[str, str], list[Rejected], int]:
-    """Caption → image links of a captions table, with rejects and the number of repeated rows."""
+def _coco_links(captions: Any, source: str, *, any_scheme: bool = False) -> tuple[dict[str, str], list[Rejected], int]:
+    """Caption → image links of a captions table, with rejects and the number of repeated rows.
+    Ids are COCO's in any published form, or (``any_scheme``) canonical ids of any dataset."""
     cols = _columns(captions, ("caption_id", "image_id"))
     links: dict[str, str] = {}
     rejected: list[Rejected] = []
@@ -243,7 +244,11 @@ def _coco_links(captions: Any, source: str) -> tuple[dict[str, str], list[Reject
         try:
             if _isnull(cap) or _isnull(img):
                 raise IdFormError("null caption_id or image_id")
-            cap_id, img_id = _COCO.parse_caption(cap), _COCO.parse_image(img)
+            cap_id, img_id = (
+                (_canonical(cap, CAPTION_KIND), _canonical(img, IMAGE_KIND))
+                if any_scheme
+                else (_COCO.parse_caption(cap), _COCO.parse_image(img))
+            )
         except IdFormError as error:
             rejected.append(reject("caption", cap, "bad-id", str(error), where, record))
             continue
@@ -256,6 +261,13 @@ def _coco_links(captions: Any, source: str) -> tuple[dict[str, str], list[Reject
             detail = f"{cap_id} already linked to {known}, here to {img_id}"
             rejected.append(reject("caption", cap_id, "caption-two-images", detail, where, record))
     return links, rejected, repeated
+
+
+def _canonical(value: Any, kind: str) -> str:
+    text = str(value)
+    if split_id(text)[1] != kind:
+        raise IdFormError(f"{text!r} is not a canonical {kind} id")
+    return text
 
 
 def load_coco(captions: Any, *, source: str = "captions") -> tuple[GroundTruth, Report]:
@@ -504,7 +516,7 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
     original: frozenset[Pair] = frozenset()
     rejected: list[Rejected] = []
     if captions is not None:
-        links, rejected, _ = _coco_links(captions, "captions")
+        links, rejected, _ = _coco_links(captions, "captions", any_scheme=True)
         original = frozenset(links.items())
     verified = {(r["id_b"], r["id_a"]) for r in rows if r["task_type"] == "VERIFY" and r["positive"]}  # (image, caption) → (caption, image)
     t2i = {(r["id_a"], r["id_b"]) for r in of["SITS"] if r["positive"]} | verified | original

@@ -30,6 +30,7 @@ from crisscross.annotate.tasks import (
     Space,
     TaskParams,
     batch_count,
+    batched_verify_tasks,
     build_tasks,
     items_from_candidates,
     make_batches,
@@ -316,3 +317,41 @@ def test_build_tasks_draws_exactly_the_gold_needed_for_every_type():
         assert counts[(kind, "")] == n
         assert counts[(kind, GOLD_POSITIVE)] == counts[(kind, GOLD_NEGATIVE)] == batches
     assert tasks.equals(build_tasks(items, catalog, embedding_spaces(7), params, seed=3))
+
+
+def test_batched_verify_tasks_keep_batches_as_formed_and_refuse_broken_ones() -> None:
+    catalog = make_catalog(without_pixels=(7,))
+
+    def row(batch: str, position: int, i: int, k: int, gold: str = "") -> dict[str, object]:
+        return {
+            "batch_id": batch,
+            "position": position,
+            "image_id": image(i),
+            "caption_id": caption(k, 0),
+            "method": "retrieved",
+            "gold": gold,
+        }
+
+    rows = [
+        *(row("b1", p, p, p + 1) for p in range(1, 4)),
+        row("b1", 4, 4, 4, "positive"),
+        row("b1", 5, 5, 9, "negative"),
+        row("b2", 1, 7, 8),  # image 7 has no pixels: this row alone is refused, the rest renumbered
+        row("b2", 2, 10, 11),
+        row("b2", 3, 12, 12, "positive"),
+        row("b2", 4, 13, 20, "negative"),
+        row("b3", 1, 14, 15),
+        row("b3", 2, 7, 7, "positive"),  # its positive cannot be shown: the whole batch goes
+        row("b3", 3, 16, 21, "negative"),
+        row("b4", 1, 17, 18),
+        row("b4", 2, 19, 19, "positive"),  # formed without a negative
+        row("b5", 1, 22, 23, "maybe"),
+    ]
+    tasks, rejected = batched_verify_tasks(pa.Table.from_pylist(rows), catalog)
+    table = tasks.to_pandas()
+    assert sorted(set(table.batch_id)) == ["b1", "b2"] and set(table.task_type) == {VERIFY}
+    assert table[table.batch_id == "b2"].position.tolist() == [1, 2, 3]
+    assert table[table.batch_id == "b1"].id_b.tolist() == [caption(2, 0), caption(3, 0), caption(4, 0), caption(4, 0), caption(9, 0)]
+    assert set(table[table.gold != ""].sampling_method) == {SAMPLING_GOLD}
+    reasons = Counter(r.reason for r in rejected)
+    assert reasons == {"no-pixels": 2, "batch-lost-gold": 2, "batch-without-gold": 2, "bad-gold": 1}

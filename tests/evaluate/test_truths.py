@@ -203,3 +203,40 @@ def test_release_uses_the_aggregate_positives_and_merges_originals(tmp_path: Pat
     assert "SIMULATED" in truth.notes["simulated"] and report["rated_items"] == {"STS": 2, "SIS": 1, "SITS": 1}
     with pytest.raises(FileNotFoundError, match="run the aggregate stage"):
         GROUND_TRUTHS.create(f"release:{tmp_path / 'none'}")
+
+
+def test_release_truth_merges_rounds_and_reads_any_dataset_ids(tmp_path: Path) -> None:
+    """``release:a,b``: every round's rated pairs in one truth, originals linked whatever the id
+    scheme (a Flickr30k build here), VERIFY positives joining i2t / t2i."""
+    import pyarrow.parquet as pq
+
+    from crisscross.evaluate.truths import load_release
+
+    columns = ("task_type", "id_a", "id_b", "agg_score", "positive", "simulated")
+    rounds = {
+        "one": [("STS", "f30k:cap:1#0", "f30k:cap:2#0", 4.0, True, True)],
+        "sits": [("SITS", "f30k:cap:2#0", "f30k:img:1", 3.5, True, True)],
+        "verify": [
+            ("VERIFY", "f30k:img:2", "f30k:cap:1#1", float("nan"), True, True),
+            ("VERIFY", "f30k:img:1", "f30k:cap:2#1", float("nan"), False, True),
+        ],
+    }
+    for name, rows in rounds.items():
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.Table.from_pylist([dict(zip(columns, r, strict=True)) for r in rows]), tmp_path / name / "rated.parquet")
+    captions = pa.table(
+        {
+            "caption_id": ["f30k:cap:1#0", "f30k:cap:1#1", "f30k:cap:2#0", "f30k:cap:2#1"],
+            "image_id": ["f30k:img:1", "f30k:img:1", "f30k:img:2", "f30k:img:2"],
+        }
+    )
+    truth, report = load_release(",".join(str(tmp_path / n) for n in rounds), captions=captions)
+    assert report["rejected"] == [] and report["verified_positives"] == 1
+    originals = {
+        ("f30k:cap:1#0", "f30k:img:1"),
+        ("f30k:cap:1#1", "f30k:img:1"),
+        ("f30k:cap:2#0", "f30k:img:2"),
+        ("f30k:cap:2#1", "f30k:img:2"),
+    }
+    assert truth.t2i == originals | {("f30k:cap:2#0", "f30k:img:1"), ("f30k:cap:1#1", "f30k:img:2")}
+    assert ("f30k:cap:1#0", "f30k:cap:2#0") in truth.t2t and ("f30k:cap:1#0", "f30k:cap:1#1") in truth.t2t

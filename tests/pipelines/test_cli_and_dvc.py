@@ -82,6 +82,8 @@ PARAMS_CASES = {
     "seed": ("base:\n  seed: -1\n", "base.seed must be >= 0"),
     "not-yaml": ("similarity:\n  k: [1\n", "p.yaml:3: not valid YAML"),
     "not-a-mapping": ("- 1\n- 2\n", "params must be a mapping of sections"),
+    "round-stray-stage": ("rounds:\n  sits:\n    taks: {batch_size: 3}\n", "unknown stage section(s) ['taks'] in rounds.sits"),
+    "rounds-not-a-mapping": ("rounds: [sits]\n", "rounds must map round names to sections per stage"),
 }
 STAGE_OF_CASE = {
     "k-zero": "similarity",
