@@ -4,6 +4,7 @@ import pytest
 
 from crisscross.aggregate.quality import (
     EXCLUDED_RATER,
+    RATER_COLUMNS,
     QualityRules,
     rater_report,
     split_by_exclusion,
@@ -152,7 +153,6 @@ def test_rules_from_params():
     ("change", "message"),
     [
         (lambda j: j.drop(columns="seconds"), r"judgments lack column\(s\) seconds"),
-        (lambda j: j.iloc[:0], "judgments table is empty"),
         (lambda j: j.assign(task_type="XYZ"), r"unknown task type\(s\) \['XYZ'\]"),
         (lambda j: j.assign(score=np.where(j["task_type"] == "STS", 6.0, np.nan)), r"24 rating judgments have no score in \[0, 5\]"),
         (lambda j: j.assign(answer=j["answer"].replace(NO, "nope")), r"1 VERIFY judgments have no answer among"),
@@ -162,6 +162,14 @@ def test_rules_from_params():
 def test_bad_judgments_are_refused(change, message):
     with pytest.raises(ValueError, match=message):
         rater_report(change(a_round()), GOLD, RULES)
+
+
+def test_a_round_nobody_judged_has_an_empty_report():
+    """A text-only build's image tasks are never shown, so a round can have no judgments at all."""
+    report = rater_report(a_round().iloc[:0], GOLD, RULES)
+    assert report.empty and list(report.columns) == list(RATER_COLUMNS)
+    kept, excluded = split_by_exclusion(a_round().iloc[:0], report)
+    assert kept.empty and excluded.empty
 
 
 def test_bad_gold_is_refused():
