@@ -43,8 +43,8 @@ class StageArgs:
     settings: Any = None  # the checked settings, for stages that declare a settings class
 
 
-SHARED_SECTIONS = ("base", "data", "rounds")  # read by every stage / interpolated by dvc.yaml / per-round overrides
-ROUNDS = "rounds"
+ROUNDS = "rounds"  # per-round overrides of stage sections (--round)
+SHARED_SECTIONS = ("base", "data", ROUNDS)  # read by every stage / interpolated by dvc.yaml / overrides
 
 
 def read_params(path: str | None) -> dict[str, Any]:
