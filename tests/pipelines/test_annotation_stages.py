@@ -177,6 +177,18 @@ def test_cxc_release_replayed_through_import_and_aggregation(
     assert key(ours) == key(published)
 
 
+def run_round(name: str, stage: str, source: Path, build: Path) -> dict:
+    """One stage command of an annotation round, as dvc.yaml runs it: its outputs go to
+    ``build/<round>/{tasks,judgments,rated}``."""
+    root, extra = build / name, {"tasks": ["--items", str(build / "items"), "--embeddings", str(build / "embeddings")]}
+    extra["annotate"] = ["--embeddings", str(build / "embeddings")]
+    extra["aggregate"] = ["--tasks", str(root / "tasks")]
+    out = {"tasks": "tasks", "annotate": "judgments", "aggregate": "rated"}[stage]
+    command = {"tasks": tasks, "annotate": annotate, "aggregate": aggregate}[stage]
+    args = ["--in", str(source), *extra[stage], "--out", str(root / out), "--round", name, "--params", str(PROJECT / "params.yaml")]
+    return command.main(args)
+
+
 def test_round_two_rates_the_derived_c2i_pairs_with_the_same_stage_commands(demo_round: Path) -> None:
     """CxC round two on the demo: derive → tasks/annotate/aggregate --round sits (the project's params)."""
     from crisscross.pipelines import derive
@@ -186,27 +198,12 @@ def test_round_two_rates_the_derived_c2i_pairs_with_the_same_stage_commands(demo
     candidates = pq.read_table(root / "derived" / "candidates.parquet").to_pandas()
     intrasim, original = (candidates.method == "c2i_intrasim").sum(), (candidates.method == "c2i_original").sum()
     assert original == 485 and intrasim == facts["candidates"]["c2i_intrasim"] == facts["quota"] > 0
-    round_args = ["--round", "sits", *p]
-    tasks.main(
-        [
-            "--in",
-            str(root / "derived"),
-            "--items",
-            str(demo_round / "items"),
-            "--embeddings",
-            str(demo_round / "embeddings"),
-            "--out",
-            str(root / "tasks"),
-            *round_args,
-        ]
-    )
+    run_round("sits", "tasks", root / "derived", demo_round)
     table = pq.read_table(root / "tasks" / "tasks.parquet").to_pandas()
     assert set(table.task_type) == {"SITS"} and (table.gold == "").sum() == len(candidates)
     assert set(table.gold) == {"", "negative"}  # every original pair is an item: no known positives left
-    annotate.main(
-        ["--in", str(root / "tasks"), "--embeddings", str(demo_round / "embeddings"), "--out", str(root / "judgments"), *round_args]
-    )
-    report = aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *round_args])
+    run_round("sits", "annotate", root / "tasks", demo_round)
+    report = run_round("sits", "aggregate", root / "judgments", demo_round)
     assert report["task_types"]["SITS"]["items"] == len(candidates) and report["simulated"]
     rated = pq.read_table(root / "rated" / "rated.parquet").to_pandas()
     by_method = rated.groupby("sampling_method")["positive"].mean()
@@ -222,30 +219,15 @@ def test_the_verify_round_keeps_the_filter_batches_and_their_gold(demo_round: Pa
     root, p = demo_round / "verify", ["--params", str(PROJECT / "params.yaml")]
     filter_stage.main(["--in", str(demo_round / "embeddings"), "--items", str(demo_round / "items"), "--out", str(root / "filter"), *p])
     batches = pq.read_table(root / "filter" / "batches.parquet").to_pandas()
-    round_args = ["--round", "verify", *p]
-    tasks.main(
-        [
-            "--in",
-            str(root / "filter"),
-            "--items",
-            str(demo_round / "items"),
-            "--embeddings",
-            str(demo_round / "embeddings"),
-            "--out",
-            str(root / "tasks"),
-            *round_args,
-        ]
-    )
+    run_round("verify", "tasks", root / "filter", demo_round)
     table = pq.read_table(root / "tasks" / "tasks.parquet").to_pandas()
     assert len(table) == len(batches) and set(table.task_type) == {"VERIFY"}
     gold_per_batch = table[table.gold != ""].groupby("batch_id").gold.apply(lambda g: tuple(sorted(g)))
     assert len(gold_per_batch) == table.batch_id.nunique() and set(gold_per_batch) == {("negative", "positive")}
     formed = batches.set_index(["batch_id", "position"]).sort_index()
     assert (table.set_index(["batch_id", "position"]).sort_index().id_b == formed.caption_id).all()  # as formed, not reshuffled
-    annotate.main(
-        ["--in", str(root / "tasks"), "--embeddings", str(demo_round / "embeddings"), "--out", str(root / "judgments"), *round_args]
-    )
-    report = aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *round_args])
+    run_round("verify", "annotate", root / "tasks", demo_round)
+    report = run_round("verify", "aggregate", root / "judgments", demo_round)
     verify = report["task_types"]["VERIFY"]
     assert verify["items"] == (batches.gold == "").sum() and 0 < verify["positives"] < verify["items"]
     assert (root / "rated" / "verify.csv").read_text().startswith("image,caption,agg_label,n,sampling_method")
