@@ -37,6 +37,11 @@ _stage(
     "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
 )
 _stage("aggregate", "crisscross.pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
+_stage(
+    "positives",
+    "crisscross.pipelines.positives",
+    "VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",
+)
 _stage("evaluate", "crisscross.pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
 
 

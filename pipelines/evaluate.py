@@ -31,11 +31,13 @@ from crisscross.core.settings import params_of
 from crisscross.evaluate.protocol import (
     ALL,
     AUTO,
+    EVERY_ENCODER,
     FOLDS,
     RATING_KINDS,
     TASK_KINDS,
     NoCoverageError,
     Settings,
+    embedded_models,
     gallery_rule,
     load_model,
     model_gallery,
@@ -54,7 +56,12 @@ from crisscross.pipelines.stage import (
 )
 
 DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
-DEFAULTS: dict[str, Any] = {"models": {}, **{k: v for k, v in params_of(Settings).items() if k != "seed"}, "verified": "eccv"}
+DEFAULTS: dict[str, Any] = {
+    "encoders": EVERY_ENCODER,
+    "models": {},
+    **{k: v for k, v in params_of(Settings).items() if k != "seed"},
+    "verified": "eccv",
+}
 HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 
@@ -80,9 +87,13 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     params = stage.params
-    settings = Settings.from_params(params, int(stage.base.get("seed", 0)), stage.flags.params or "params")
-    if not params["models"]:
-        raise ParamError(f"{stage.flags.params or 'params'}: evaluate.models is empty; name at least one model")
+    where = stage.flags.params or "params"
+    settings = Settings.from_params(params, int(stage.base.get("seed", 0)), where)
+    if not isinstance(params["models"], Mapping):
+        raise ParamError(f"{where}: evaluate.models must be a mapping of model names to entries such as {{text: use-m3}}")
+    specs = {**embedded_models(stage.inputs, params["encoders"], where), **params["models"]}
+    if not specs:
+        raise ParamError(f"{where}: nothing to evaluate: evaluate.models is empty and evaluate.encoders finds no vectors in {stage.inputs}")
     items = stage.flags.items
     gallery = gallery_of(items)
     rejected: list[Rejected] = []
@@ -94,9 +105,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     plan = {}
     galleries = {}
     skipped: dict[str, str] = {}  # models with nothing to score under the automatic gallery rule
-    for name, spec in sorted(params["models"].items()):
+    for name, spec in sorted(specs.items()):
         if not isinstance(spec, Mapping):
-            raise ParamError(f"{stage.flags.params or 'params'}: evaluate.models.{name}: expected a mapping such as {{text: use-m3}}")
+            raise ParamError(f"{where}: evaluate.models.{name}: expected a mapping such as {{text: use-m3}}")
         model = load_model(name, spec, stage.inputs)
         try:
             chosen = model_gallery(model, gallery, settings, gallery_rule(name, spec))
@@ -117,7 +128,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         bison, bad = read_bison(stage.flags.bison)
         rejected += bad
     positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
-    models = {name: spec for name, spec in params["models"].items() if name not in skipped}
+    models = {name: spec for name, spec in specs.items() if name not in skipped}
     inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison)
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
     truth_notes = {f"{name} {key}": value for name, truth in sorted(truths.items()) for key, value in sorted(truth.notes.items())}

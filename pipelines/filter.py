@@ -2,10 +2,11 @@
 
 Outputs ``candidates.parquet`` (one (image, caption) pair per row, with its provenance: which
 annotators, ranks and scores), ``verify_candidates.csv`` (the same pairs in published ids),
-``batches.parquet`` (the ECCV batches: 16 candidates + 1 original positive + 1 negative outside
-every annotator's top-25 for its query), ``gold.parquet`` (those gold rows), ``diversity.json``
-(annotator diversity, before anyone sees a pair), ``counts.json`` (queries, pairs before and after
-dedupe, batch facts), ``quarantine.parquet`` and ``report.json``.
+``queries.parquet`` (direction, query id), ``annotators.json`` (the annotators' specs, for the
+``positives`` stage's audit), ``batches.parquet`` (the ECCV batches: 16 candidates + 1 original
+positive + 1 negative outside every annotator's top-25 for its query), ``gold.parquet`` (those gold
+rows), ``diversity.json`` (annotator diversity, before anyone sees a pair), ``counts.json``
+(queries, pairs before and after dedupe, batch facts), ``quarantine.parquet`` and ``report.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 
 from crisscross.annotate.schema import NOT_GOLD
 from crisscross.beam.filter import FilterCandidates, FilterResult, read_gallery
-from crisscross.candidates.machine import FilterSettings, candidates_csv, load_annotators
+from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, load_annotators, queries_table
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
@@ -45,6 +46,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     load_annotators(settings, stage.inputs, read_gallery(items))  # fail now, with a readable error, not inside a worker
     outputs = pipeline | "Filter" >> FilterCandidates(stage.inputs, items, settings, int(stage.base.get("seed", 0)))
     outputs.result | "Write" >> beam.Map(write_outputs, out)
+    io.write_json(io.join(out, ANNOTATORS_FILE), annotator_specs(settings))
     write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:
@@ -56,6 +58,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 def write_outputs(result: FilterResult, out: str) -> None:
     io.write_parquet(io.join(out, "candidates.parquet"), result.candidates)
     io.write_bytes(io.join(out, "verify_candidates.csv"), candidates_csv(result.candidates))
+    io.write_parquet(io.join(out, "queries.parquet"), queries_table(result.queries))
     io.write_parquet(io.join(out, "batches.parquet"), result.plan.batches)
     gold = result.plan.batches.filter(pc.not_equal(result.plan.batches.column("gold"), NOT_GOLD))
     io.write_parquet(io.join(out, "gold.parquet"), gold)
@@ -92,7 +95,9 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
                 f"{_shown(pair['mean_rank_by_a_of_b_top1'], 1)}, top-{settings.top_k} overlap {_shown(pair[f'top{settings.top_k}_overlap'], 2)}"
             )
     summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
-    summary["outputs"] = f"candidates.parquet, verify_candidates.csv, batches.parquet, gold.parquet, diversity.json in {stage.out}"
+    summary["outputs"] = (
+        f"candidates.parquet, verify_candidates.csv, queries.parquet, batches.parquet, gold.parquet, diversity.json in {stage.out}"
+    )
     return {**counts, "annotators": settings.annotator_names(), "rejected": count_reasons(quarantine), "summary": summary}
 
 

@@ -69,6 +69,7 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "efficientnet-lite0 gallery: covered" in run.stdout and "370 of 5,000 images" in run.stdout
     assert (project / "build" / "embeddings" / "text" / "minilm" / "captions" / "vectors.npy").is_file()
+    assert "minilm / coco: t2t R@1/5/10" in run.stdout  # an encoder added to embed is evaluated without a second edit
     assert (project / "build" / "verify" / "rated" / "verify.csv").is_file() and (
         project / "build" / "sits" / "rated" / "sits.csv"
     ).is_file()

@@ -30,12 +30,9 @@ Rules chosen (and why):
   counted) — the union mixes items each annotator put low, so disjoint lists drive it below 0;
   τ-b over a's own top-25 (scored by both) is reported beside it; the mean rank b gives a's top-1 (1 = b agrees on the best item); the mean overlap
   ``|top_K(a) ∩ top_K(b)| / K``.
-* **Bias audit** (:func:`bias_audit`, App. E): positives found by one annotator only; for each
-  annotator, the truth rebuilt without it (its sole finds removed) and Kendall τ-b between the
-  models' metric values on the full and the reduced truth.
-* **Post-processing** (:func:`eccv_associations`, §3.3): verified positives ("100% yes" /
-  "partially yes") ∪ original pairs (∪ optionally CxC positives) as ECCV-shaped i2t / t2i JSON
-  (``{"<coco image id>": [caption ids]}``), readable by ``crisscross.evaluate.truths.load_eccv``.
+
+After people verify the candidates, :mod:`crisscross.aggregate.positives` merges the positives
+into an ECCV-shaped ground truth and audits the annotators' bias (§3.3, App. E).
 """
 
 from __future__ import annotations
@@ -43,16 +40,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
-from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, VERIFY, VERIFY_POSITIVE
+from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD
 from crisscross.annotate.tasks import VERIFY_METHOD
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
@@ -64,13 +60,12 @@ from crisscross.embed import DEFAULT_TEXT_ENCODERS
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
 from crisscross.evaluate.metrics import kendall_tau_b
 from crisscross.evaluate.protocol import Block, CoverageError, Gallery, Model, load_model
-from crisscross.evaluate.truths import GroundTruth, eccv_data_dir
+from crisscross.evaluate.truths import ECCV_FILES, eccv_data_dir
 
 I2T, T2I = "i2t", "t2i"
 DIRECTIONS: dict[str, tuple[str, str]] = {I2T: (IMAGE_KIND, CAPTION_KIND), T2I: (CAPTION_KIND, IMAGE_KIND)}
 QUERY_MODES = ("all", "sample", "file")
 ECCV_QUERY_SET = "eccv"  # query_file value: the eccv-caption package's query set
-ECCV_FILES = {I2T: "eccv_image_to_caption.json", T2I: "eccv_caption_to_image.json"}
 PROXY_PREFIX = "text-proxy:"
 METHOD = VERIFY_METHOD  # sampling_method of the VERIFY items (ECCV: model top-5 lists)
 _COCO = CocoIdScheme()
@@ -235,6 +230,30 @@ class Queries:
     def blocks(self, size: int) -> list[tuple[str, tuple[str, ...]]]:
         """(direction, query ids) in blocks of ``size``: the unit of work one worker scores."""
         return [(d, self.of(d)[lo : lo + size]) for d in DIRECTIONS for lo in range(0, len(self.of(d)), size)]
+
+
+QUERIES_SCHEMA = pa.schema([("direction", pa.string()), ("query_id", pa.string())])
+ANNOTATORS_FILE = "annotators.json"  # the filter's annotators, so later stages load the same ones
+
+
+def queries_table(queries: Queries) -> pa.Table:
+    rows = [{"direction": d, "query_id": q} for d in DIRECTIONS for q in queries.of(d)]
+    return pa.Table.from_pylist(rows, schema=QUERIES_SCHEMA)
+
+
+def read_queries(table: pa.Table) -> Queries:
+    """The filter stage's ``queries.parquet`` back as :class:`Queries` (order kept)."""
+    rows = table.select(["direction", "query_id"]).to_pylist()
+    return Queries(*(tuple(r["query_id"] for r in rows if r["direction"] == d) for d in DIRECTIONS))
+
+
+def annotator_specs(settings: FilterSettings) -> dict[str, Any]:
+    return {"annotators": dict(settings.annotators), "text_proxies": list(settings.text_proxies)}
+
+
+def settings_of_annotators(specs: Mapping[str, Any]) -> FilterSettings:
+    """The annotators a filter run used (its ``annotators.json``), as settings :func:`load_annotators` takes."""
+    return FilterSettings(annotators=dict(specs["annotators"]), text_proxies=tuple(specs["text_proxies"]))
 
 
 def select_queries(settings: FilterSettings, gallery: Gallery, seed: int) -> tuple[Queries, list[Rejected]]:
@@ -696,100 +715,7 @@ def _nanmean(values: np.ndarray) -> float:
     return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
-# --------------------------------------------------------------------------- after verification
-
-
-def verified_pairs(rated: pa.Table | pd.DataFrame) -> pd.DataFrame:
-    """(image_id, caption_id, positive) of the aggregate stage's VERIFY rows (``id_a`` image,
-    ``id_b`` caption); ``positive`` from the column, else from ``agg_label`` ∈ {100% yes, partially yes}."""
-    frame = rated.to_pandas() if isinstance(rated, pa.Table) else rated
-    frame = frame[frame["task_type"] == VERIFY]
-    positive = frame["positive"] if "positive" in frame else pd.Series(pd.NA, index=frame.index)
-    from_label = frame["agg_label"].isin(VERIFY_POSITIVE)
-    decided = positive.where(positive.notna(), from_label).astype(bool)
-    out = pd.DataFrame({"image_id": frame["id_a"].astype(str), "caption_id": frame["id_b"].astype(str), "positive": decided})
-    return out.sort_values(["image_id", "caption_id"], kind="stable").reset_index(drop=True)
-
-
-def finders(candidates: pa.Table) -> dict[Pair, frozenset[str]]:
-    """Which annotators found each candidate pair (from ``candidates.parquet``)."""
-    data = candidates.select(["image_id", "caption_id", "annotators"]).to_pylist()
-    return {(r["image_id"], r["caption_id"]): frozenset(filter(None, r["annotators"].split(","))) for r in data}
-
-
-Metric = Callable[[frozenset[Pair]], Mapping[str, float]]
-
-
-def bias_audit(
-    verified: pd.DataFrame, found_by: Mapping[Pair, frozenset[str]], originals: Iterable[Pair], metric: Metric | None = None
-) -> dict[str, Any]:
-    """ECCV App. E.  ``verified``: (image_id, caption_id, positive); ``found_by``: pair → its
-    annotators; the full truth is originals ∪ verified positives.  For each annotator: positives
-    it found, found alone, the truth without its sole finds, and (with ``metric``: a truth →
-    {model: R-Precision or mAP@R}) τ-b between the model rankings on the full and reduced truth."""
-    originals = frozenset(originals)
-    positives = {(r.image_id, r.caption_id) for r in verified.itertuples(index=False) if r.positive}
-    full = frozenset(positives | originals)
-    names = sorted({a for who in found_by.values() for a in who})
-    unfound = sorted(p for p in positives if not found_by.get(p) and p not in originals)
-    base = dict(metric(full)) if metric else {}
-    per = {}
-    for a in names:
-        alone = frozenset(p for p in positives if found_by.get(p) == frozenset({a}))
-        entry: dict[str, Any] = {
-            "positives_found": sum(a in found_by.get(p, ()) for p in positives),
-            "positives_found_alone": len(alone),
-            "truth_pairs_without": len(full - alone),
-        }
-        if metric:
-            reduced = dict(metric(full - alone))
-            models = sorted(set(base) & set(reduced))
-            entry["models"] = len(models)
-            entry["metric_without"] = {m: reduced[m] for m in models}
-            entry["kendall_tau_b"] = (
-                kendall_tau_b([base[m] for m in models], [reduced[m] for m in models]) if len(models) >= 2 else float("nan")
-            )
-        per[a] = entry
-    return {
-        "verified": len(verified),
-        "positives": len(positives),
-        "truth_pairs": len(full),
-        "found_by_one_annotator": sum(len(found_by.get(p, ())) == 1 for p in positives),
-        "positives_without_finder": len(unfound),
-        "metric_full": base,
-        "annotators": per,
-    }
-
-
-def eccv_associations(
-    positives: Iterable[Pair], image_queries: Iterable[str], caption_queries: Iterable[str]
-) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """ECCV-shaped i2t / t2i: ``{"<coco image id>": [coco caption ids]}`` for the image queries,
-    ``{"<coco caption id>": [coco image ids]}`` for the caption queries (values sorted)."""
-    images, captions = set(image_queries), set(caption_queries)
-    i2t: dict[str, set[int]] = {str(_COCO.coco_int(q, IMAGE_KIND)): set() for q in images}
-    t2i: dict[str, set[int]] = {str(_COCO.coco_int(q, CAPTION_KIND)): set() for q in captions}
-    for image, caption in positives:
-        if image in images:
-            i2t[str(_COCO.coco_int(image, IMAGE_KIND))].add(_COCO.coco_int(caption, CAPTION_KIND))
-        if caption in captions:
-            t2i[str(_COCO.coco_int(caption, CAPTION_KIND))].add(_COCO.coco_int(image, IMAGE_KIND))
-    return {k: sorted(v) for k, v in i2t.items() if v}, {k: sorted(v) for k, v in t2i.items() if v}
-
-
-def ground_truth_pairs(verified: pd.DataFrame, caption_image: Mapping[str, str], extra: GroundTruth | None = None) -> set[Pair]:
-    """Verified positives ∪ original pairs (∪ ``extra``'s i2t / t2i positives, e.g. CxC)."""
-    pairs = {(r.image_id, r.caption_id) for r in verified.itertuples(index=False) if r.positive}
-    pairs |= {(image, caption) for caption, image in caption_image.items()}
-    if extra is not None:
-        pairs |= set(extra.pairs("i2t")) | {(image, caption) for caption, image in extra.pairs("t2i")}
-    return pairs
-
-
-def write_eccv_json(directory: str, i2t: Mapping[str, list[int]], t2i: Mapping[str, list[int]]) -> None:
-    """The two files under the names the eccv-caption package (and ``load_eccv``) uses."""
-    io.write_json(io.join(directory, ECCV_FILES[I2T]), dict(i2t))
-    io.write_json(io.join(directory, ECCV_FILES[T2I]), dict(t2i))
+# --------------------------------------------------------------------------- against a reference
 
 
 def coverage_of(reference: Iterable[Pair], candidates: Iterable[Pair], originals: Iterable[Pair]) -> dict[str, float]:

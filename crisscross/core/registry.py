@@ -1,7 +1,9 @@
 """Name → implementation registries, so stages choose readers, encoders and formats by name.
 
 A spec is ``name`` or ``name:argument`` (``tfhub:/models/use``, ``precomputed:vecs.npz``); the
-argument, when present, is passed to the factory.  Unknown names fail with the list of known ones.
+argument, when present, is passed to the factory.  A factory takes no argument, needs one, or
+takes one ``OPTIONAL``ly (``eccv`` = the package's files, ``eccv:<folder>`` = a folder's).
+Unknown names fail with the list of known ones.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Generic, TypeVar
 from crisscross.core.errors import UserError
 
 T = TypeVar("T")
+OPTIONAL = "optional"  # register(..., takes_argument=OPTIONAL): ``name`` and ``name:argument`` both work
 
 
 class UnknownNameError(UserError, KeyError):
@@ -27,11 +30,11 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._factories: dict[str, Callable[..., T]] = {}
-        self._takes_argument: dict[str, bool] = {}
+        self._takes_argument: dict[str, bool | str] = {}
         self._defaults: dict[str, str] = {}
 
     def register(
-        self, name: str, *, takes_argument: bool = False, default: str | None = None
+        self, name: str, *, takes_argument: bool | str = False, default: str | None = None
     ) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """``default``: the argument a spec without one gets (``trimmed-mean`` → ``trimmed-mean:0.2``)."""
 
@@ -54,6 +57,8 @@ class Registry(Generic[T]):
         name, sep, argument = spec.partition(":")
         if name not in self._factories:
             raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
+        if self._takes_argument[name] == OPTIONAL:
+            return self._factories[name](argument, **kwargs) if argument else self._factories[name](**kwargs)
         if self._takes_argument[name]:
             argument = argument or self._defaults.get(name, "")
             if not argument:

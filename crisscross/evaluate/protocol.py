@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -300,6 +301,30 @@ def embeddings_model(name: str, *, embeddings: str, text: str | None = None, ima
                 raise FileNotFoundError(f"model {name!r}: no embedding set {directory}; run the embed stage with {spec!r}")
             sets[kind] = EmbeddingSet.read(directory)
     return EmbeddingModel(name, sets, joint=bool(text) and text == image)
+
+
+EVERY_ENCODER = "all"  # evaluate.encoders: every encoder the embed stage wrote is a model
+
+
+def embedded_models(embeddings: str, encoders: str | Sequence[str], where: str = "params") -> dict[str, dict[str, str]]:
+    """The embed output's encoders as models under their own names (``encoders``: ``all`` or a
+    list of names): ``{text: X}`` with caption vectors, ``{image: X}`` with image vectors, both
+    (one joint space) when a name has both — so an encoder added to the embed stage is evaluated
+    without a second edit."""
+    found: dict[str, dict[str, str]] = {}
+    for modality, rows in (("text", CAPTIONS), ("image", IMAGES)):
+        root = Path(embeddings, modality)
+        for slug in sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            if io.exists(io.join(set_dir(embeddings, modality, slug, rows), "vectors.npy")):
+                found.setdefault(slug, {})[modality] = slug
+    if encoders == EVERY_ENCODER:
+        return found
+    if isinstance(encoders, str):
+        raise ParamError(f"{where}: evaluate.encoders must be {EVERY_ENCODER!r} or a list of encoder names, got {encoders!r}")
+    unknown = sorted(set(encoders) - set(found))
+    if unknown:
+        raise ParamError(f"{where}: evaluate.encoders names {unknown}, which have no vectors in {embeddings}; embedded: {sorted(found)}")
+    return {name: found[name] for name in sorted(set(encoders))}
 
 
 @MODEL_SOURCES.register("score-matrix")

@@ -88,7 +88,7 @@ import pyarrow.parquet as pq
 from crisscross.annotate.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, split_id
 from crisscross.core.quarantine import Rejected, reject
-from crisscross.core.registry import Registry
+from crisscross.core.registry import OPTIONAL, Registry
 from crisscross.evaluate.metrics import Positives
 from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
 
@@ -430,6 +430,9 @@ def load_cxc(
 # --------------------------------------------------------------------------- eccv
 
 
+ECCV_FILES = {"i2t": "eccv_image_to_caption.json", "t2i": "eccv_caption_to_image.json"}  # the package's names, ours too
+
+
 def eccv_data_dir() -> Path:
     """Folder of the JSON files shipped by ``eccv-caption``, found without importing the package
     (its import pulls in its metric code and warns about optional modules)."""
@@ -479,16 +482,20 @@ R_RULE_NOTES = {
 
 
 def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None, r_rule: str = COMPAT_R) -> tuple[GroundTruth, Report]:
-    """ECCV Caption i2t / t2i positives as published.  ``captions`` is accepted like every
+    """ECCV Caption i2t / t2i positives as published, or from ``data_dir``, a folder of files in
+    the same shape (the ``positives`` stage writes one).  ``captions`` is accepted like every
     loader's but not merged: ECCV removed some original pairs on purpose (see module).
     ``r_rule``: ``compat`` (the package's R, the default) or ``gallery``."""
     del captions
     if r_rule not in R_RULES:
         raise ValueError(f"r_rule must be one of {R_RULES}, got {r_rule!r}")
-    root = Path(data_dir) if data_dir is not None else eccv_data_dir()
-    i2t, bad_i = _read_associations(root / "eccv_image_to_caption.json", (IMAGE_KIND, CAPTION_KIND))
-    t2i, bad_t = _read_associations(root / "eccv_caption_to_image.json", (CAPTION_KIND, IMAGE_KIND))
-    name = "eccv" if r_rule == COMPAT_R else "eccv-gallery"
+    root = Path(data_dir) if data_dir else eccv_data_dir()
+    for file in ECCV_FILES.values():
+        if not (root / file).is_file():
+            raise FileNotFoundError(f"no {root / file}: an ECCV-shaped folder holds {' and '.join(ECCV_FILES.values())}")
+    i2t, bad_i = _read_associations(root / ECCV_FILES["i2t"], (IMAGE_KIND, CAPTION_KIND))
+    t2i, bad_t = _read_associations(root / ECCV_FILES["t2i"], (CAPTION_KIND, IMAGE_KIND))
+    name = ("eccv" if r_rule == COMPAT_R else "eccv-gallery") + (f":{root.name}" if data_dir else "")
     truth = GroundTruth(name=name, i2t=i2t, t2i=t2i, r_rule=r_rule, notes={"R": R_RULE_NOTES[r_rule]})
     queries = {"i2t": len({q for q, _ in i2t}), "t2i": len({q for q, _ in t2i})}
     return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root), r_rule=r_rule)
@@ -541,6 +548,6 @@ GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")
 GROUND_TRUTHS.register("coco")(load_coco)
 GROUND_TRUTHS.register("cxc", takes_argument=True)(load_cxc)
 GROUND_TRUTHS.register("cxc-eccv", takes_argument=True)(partial(load_cxc, original_rule=DROP_LOW_SITS))
-GROUND_TRUTHS.register("eccv")(load_eccv)
-GROUND_TRUTHS.register("eccv-gallery")(partial(load_eccv, r_rule=GALLERY_R))
+GROUND_TRUTHS.register("eccv", takes_argument=OPTIONAL)(load_eccv)
+GROUND_TRUTHS.register("eccv-gallery", takes_argument=OPTIONAL)(partial(load_eccv, r_rule=GALLERY_R))
 GROUND_TRUTHS.register("release", takes_argument=True)(load_release)

@@ -15,26 +15,19 @@ from crisscross.candidates.machine import (
     FilterSettings,
     QueryLists,
     TextProxyModel,
-    bias_audit,
     candidate_pairs,
     candidates_table,
     coverage_of,
     diversity_report,
-    eccv_associations,
-    finders,
-    ground_truth_pairs,
     plan_batches,
     read_query_file,
     retrieve,
     select_queries,
     top_columns,
-    verified_pairs,
-    write_eccv_json,
 )
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
 from crisscross.evaluate.protocol import Gallery, ScoreMatrixModel
-from crisscross.evaluate.truths import load_eccv
 
 I = [f"coco:img:{n}" for n in range(5)]  # noqa: E741 - images i0..i4
 C = [f"coco:cap:{10 + n}" for n in range(5)]  # caption c_n belongs to image i_n
@@ -220,76 +213,6 @@ def test_settings_cross_checks():
         FilterSettings(top_k=30).check()
     with pytest.raises(ParamError, match="both empty"):
         FilterSettings(text_proxies=()).check()
-
-
-# --------------------------------------------------------------------------- after verification
-
-
-def rated_rows() -> pd.DataFrame:
-    rows = [
-        ("VERIFY", "coco:img:1", "coco:cap:11", "100% yes", True),
-        ("VERIFY", "coco:img:1", "coco:cap:12", "partially yes", None),
-        ("VERIFY", "coco:img:2", "coco:cap:13", "mostly no", False),
-        ("VERIFY", "coco:img:3", "coco:cap:14", "partially yes", True),
-        ("STS", "coco:cap:1", "coco:cap:2", None, True),
-    ]
-    return pd.DataFrame(rows, columns=["task_type", "id_a", "id_b", "agg_label", "positive"])
-
-
-def test_verified_pairs_read_the_verify_rows_only():
-    verified = verified_pairs(rated_rows())
-    assert verified.values.tolist() == [
-        ["coco:img:1", "coco:cap:11", True],
-        ["coco:img:1", "coco:cap:12", True],  # no positive column value: from "partially yes"
-        ["coco:img:2", "coco:cap:13", False],
-        ["coco:img:3", "coco:cap:14", True],
-    ]
-
-
-def test_bias_audit_rebuilds_the_truth_without_each_annotator():
-    verified = verified_pairs(rated_rows())
-    p1, p2, p3 = ("coco:img:1", "coco:cap:11"), ("coco:img:1", "coco:cap:12"), ("coco:img:3", "coco:cap:14")
-    found_by = {p1: frozenset({"A"}), p2: frozenset({"A", "B"}), p3: frozenset({"B"}), ("coco:img:2", "coco:cap:13"): frozenset({"A"})}
-    original = ("coco:img:1", "coco:cap:1")
-
-    def metric(truth: frozenset) -> dict[str, float]:
-        assert original in truth  # originals are never removed
-        return {"m1": 1.0 + 2 * (p1 in truth), "m2": 2.0, "m3": 1.5 + 2 * (p3 in truth)}
-
-    audit = bias_audit(verified, found_by, [original], metric)
-    assert (audit["positives"], audit["truth_pairs"], audit["found_by_one_annotator"]) == (3, 4, 2)
-    assert audit["metric_full"] == {"m1": 3.0, "m2": 2.0, "m3": 3.5}
-    a, b = audit["annotators"]["A"], audit["annotators"]["B"]
-    assert (a["positives_found"], a["positives_found_alone"], a["truth_pairs_without"]) == (2, 1, 3)
-    assert a["metric_without"] == {"m1": 1.0, "m2": 2.0, "m3": 3.5}
-    assert a["kendall_tau_b"] == pytest.approx(1 / 3)  # m1 falls below m2
-    assert b["kendall_tau_b"] == pytest.approx(-1 / 3)  # m3 falls below both
-    assert bias_audit(verified, found_by, [original])["annotators"]["A"].keys() == {
-        "positives_found",
-        "positives_found_alone",
-        "truth_pairs_without",
-    }
-
-
-def test_finders_read_the_candidates_table():
-    table = candidates_table(candidate_pairs(lists_for(), top_k=2))
-    assert finders(table)[(I[2], C[0])] == frozenset({"A", "B"})
-
-
-def test_eccv_json_round_trips_through_the_eccv_loader(tmp_path: Path):
-    verified = verified_pairs(rated_rows())
-    links = {"coco:cap:1": "coco:img:1", "coco:cap:11": "coco:img:5", "coco:cap:13": "coco:img:2"}
-    pairs = ground_truth_pairs(verified, links)
-    i2t, t2i = eccv_associations(pairs, image_queries=["coco:img:1", "coco:img:2"], caption_queries=["coco:cap:11", "coco:cap:14"])
-    assert i2t == {"1": [1, 11, 12], "2": [13]}  # image 2's verified pair was a "mostly no": only its original
-    assert t2i == {"11": [1, 5], "14": [3]}
-    write_eccv_json(str(tmp_path), i2t, t2i)
-    truth, report = load_eccv(tmp_path)
-    assert not report["rejected"] and report["queries"] == {"i2t": 2, "t2i": 2}
-    assert truth.i2t == {(i, c) for i, c in pairs if i in ("coco:img:1", "coco:img:2")}
-    assert truth.t2i == {(c, i) for i, c in pairs if c in ("coco:cap:11", "coco:cap:14")}
-    # The same shape as the package's own files: string keys, integer values.
-    assert all(isinstance(v, int) for values in json.loads((tmp_path / "eccv_image_to_caption.json").read_text()).values() for v in values)
 
 
 def test_coverage_counts_new_positives_only():

@@ -1,6 +1,6 @@
 import pytest
 
-from crisscross.core.registry import Registry, UnknownNameError
+from crisscross.core.registry import OPTIONAL, Registry, UnknownNameError
 
 
 def make_registry() -> Registry[tuple]:
@@ -38,3 +38,10 @@ def test_a_default_argument_fills_a_bare_name():
     registry.register("cut", takes_argument=True, default="0.2")(lambda arg: ("cut", arg))
     assert registry.create("cut") == ("cut", "0.2")
     assert registry.create("cut:0.1") == ("cut", "0.1")
+
+
+def test_an_optional_argument_may_be_given_or_not():
+    registry = make_registry()
+    registry.register("truth", takes_argument=OPTIONAL)(lambda folder=None, **kw: ("truth", folder, kw))
+    assert registry.create("truth", captions=1) == ("truth", None, {"captions": 1})
+    assert registry.create("truth:/data/x") == ("truth", "/data/x", {})

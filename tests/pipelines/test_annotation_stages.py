@@ -212,22 +212,66 @@ def test_round_two_rates_the_derived_c2i_pairs_with_the_same_stage_commands(demo
     assert sits_csv[0] == "caption,image,agg_score,sampling_method" and len(sits_csv) == 1 + len(candidates)
 
 
-def test_the_verify_round_keeps_the_filter_batches_and_their_gold(demo_round: Path) -> None:
+@pytest.fixture(scope="module")
+def verify_round(demo_round: Path) -> Path:
     """ECCV Caption's round on the demo: filter → tasks/annotate/aggregate --round verify."""
     from crisscross.pipelines import filter as filter_stage
 
     root, p = demo_round / "verify", ["--params", str(PROJECT / "params.yaml")]
     filter_stage.main(["--in", str(demo_round / "embeddings"), "--items", str(demo_round / "items"), "--out", str(root / "filter"), *p])
+    for stage, source in (("tasks", root / "filter"), ("annotate", root / "tasks"), ("aggregate", root / "judgments")):
+        (root / f"{stage}.json").write_text(json.dumps(run_round("verify", stage, source, demo_round)))
+    return root
+
+
+def test_the_verify_round_keeps_the_filter_batches_and_their_gold(verify_round: Path) -> None:
+    root = verify_round
     batches = pq.read_table(root / "filter" / "batches.parquet").to_pandas()
-    run_round("verify", "tasks", root / "filter", demo_round)
     table = pq.read_table(root / "tasks" / "tasks.parquet").to_pandas()
     assert len(table) == len(batches) and set(table.task_type) == {"VERIFY"}
     gold_per_batch = table[table.gold != ""].groupby("batch_id").gold.apply(lambda g: tuple(sorted(g)))
     assert len(gold_per_batch) == table.batch_id.nunique() and set(gold_per_batch) == {("negative", "positive")}
     formed = batches.set_index(["batch_id", "position"]).sort_index()
     assert (table.set_index(["batch_id", "position"]).sort_index().id_b == formed.caption_id).all()  # as formed, not reshuffled
-    run_round("verify", "annotate", root / "tasks", demo_round)
-    report = run_round("verify", "aggregate", root / "judgments", demo_round)
-    verify = report["task_types"]["VERIFY"]
+    verify = json.loads((root / "aggregate.json").read_text())["task_types"]["VERIFY"]
     assert verify["items"] == (batches.gold == "").sum() and 0 < verify["positives"] < verify["items"]
     assert (root / "rated" / "verify.csv").read_text().startswith("image,caption,agg_label,n,sampling_method")
+
+
+def test_positives_merge_the_verify_round_into_an_eccv_truth_with_its_audit(
+    verify_round: Path, demo_round: Path, shared_data: Path
+) -> None:
+    """ECCV Caption §3.3 / App. E on the demo: verified ∪ original ∪ CxC (the real release) positives,
+    read back by our loader and by the eccv-caption package; the audit's sole finds add up."""
+    from eccv_caption import Metrics
+
+    from crisscross.evaluate.truths import load_eccv
+    from crisscross.pipelines import positives
+
+    root = verify_round
+    argv = ["--in", str(root / "rated"), "--filter", str(root / "filter"), "--items", str(demo_round / "items")]
+    argv += ["--embeddings", str(demo_round / "embeddings"), "--merge", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "positives")]
+    report = positives.main([*argv, "--params", str(PROJECT / "params.yaml")])
+    rated = pq.read_table(root / "rated" / "rated.parquet").to_pandas()
+    table = pq.read_table(root / "positives" / "positives.parquet").to_pandas()
+    sources = table.sources.str.split(",")
+    verified = set(zip(rated.id_a[rated.positive], rated.id_b[rated.positive], strict=True))
+    assert {p for p, s in zip(zip(table.image_id, table.caption_id, strict=True), sources, strict=True) if "verified" in s} == verified
+    assert sources.map(lambda s: "original" in s).sum() == 485  # every caption with its image
+    assert report["counts"]["sources"]["cxc-test"] > 0  # CxC's SITS positives among the demo's images
+    queries = pq.read_table(root / "filter" / "queries.parquet").to_pandas()
+    truth, loaded = load_eccv(root / "positives")
+    assert not loaded["rejected"] and truth.name == "eccv:positives"
+    expected_i2t = {(i, c) for i, c in zip(table.image_id, table.caption_id, strict=True) if i in set(queries.query_id)}
+    assert truth.i2t == expected_i2t and len(truth.t2i) == sum(c in set(queries.query_id) for c in table.caption_id)
+    package = Metrics()
+    package.set_eccv_gts(str(root / "positives" / "eccv_image_to_caption.json"), str(root / "positives" / "eccv_caption_to_image.json"))
+    assert sum(map(len, package.eccv_gts["i2t"].values())) == len(truth.i2t)
+    audit = json.loads((root / "positives" / "bias_audit.json").read_text())
+    alone = sum(entry["positives_found_alone"] for entry in audit["annotators"].values())
+    found_by = table[sources.map(lambda s: s == ["verified"])].annotators.str.split(",").map(len)
+    assert alone == (found_by == 1).sum() > 0
+    assert set(audit["models"]) == {"text-proxy:use-m3", "text-proxy:bow-glove50"}
+    for name, scores in audit["scores"].items():  # App. E's bias: an annotator scores lower once its sole finds are gone
+        for direction in ("i2t", "t2i"):
+            assert scores[name][direction]["R-Precision"] < scores["full"][direction]["R-Precision"], (name, direction)

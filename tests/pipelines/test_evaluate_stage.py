@@ -223,3 +223,20 @@ def test_a_score_matrix_covering_part_of_the_images_runs_when_asked(demo_build: 
     assert f"| half (covered: 49 of 97 images, {len(cols)} of 485 captions) |" in report
     summary = json.loads((tmp_path / "covered" / "report.json").read_text())
     assert summary["models"]["half"]["gallery"].startswith("covered: 49 of 97 images")
+
+
+def test_every_embedded_encoder_is_a_model_unless_the_params_say_otherwise(demo_build: Path, tmp_path: Path, capsys) -> None:
+    metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], {}, "auto")
+    assert set(metrics["results"]) == {"bow-glove50"} and set(metrics["results"]["bow-glove50"]["coco"][ALL]["R@1"]) == {"t2t"}
+    params = tmp_path / "p.json"
+    base = ["evaluate", "--in", str(demo_build / "embeddings"), "--items", str(demo_build / "items"), "--truth", "coco"]
+    base += ["--params", str(params), "--out", str(tmp_path / "x")]
+    params.write_text(json.dumps({"evaluate": {"encoders": []}}))
+    assert cli(base) == 2
+    assert "nothing to evaluate: evaluate.models is empty and evaluate.encoders finds no vectors" in capsys.readouterr().err
+    params.write_text(json.dumps({"evaluate": {"encoders": ["use-m3"]}}))
+    assert cli(base) == 2
+    assert (
+        "evaluate.encoders names ['use-m3'], which have no vectors in" in (err := capsys.readouterr().err)
+        and "embedded: ['bow-glove50']" in err
+    )
