@@ -42,7 +42,13 @@ _stage(
     "crisscross.pipelines.positives",
     "VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",
 )
+_stage("serve", "crisscross.pipelines.serve", "tasks → the rater app (CxC / ECCV interfaces, judgments in a database); add-rater, status")
 _stage("evaluate", "crisscross.pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
+_stage(
+    "release",
+    "crisscross.pipelines.release",
+    "rated rounds → versioned release (CxC files, card, Croissant, checksums); release verify DIR, release diff A B",
+)
 
 
 def usage() -> str:

@@ -9,6 +9,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -26,6 +28,20 @@ def readme_commands(program: str = "crisscross") -> list[str]:
     return commands
 
 
+def wait_for(url: str, server: subprocess.Popen, seconds: float = 60) -> None:
+    """Poll ``url`` until the server answers 200 (or fail with its stderr if it exits)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert server.poll() is None, server.stderr.read().decode()[-2000:] if server.stderr else "server exited"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer within {seconds} s")
+
+
 def test_the_readme_shows_the_stage_commands() -> None:
     stages = [shlex.split(c)[1] for c in readme_commands() if "--in" in c]
     assert {"ingest", "embed", "similarity", "sample", "tasks", "annotate", "aggregate", "evaluate"} <= set(stages)
@@ -36,12 +52,25 @@ def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
     project = root / "main"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(".git", "build", ".dvc", "*.failed", "__pycache__", ".*.staging-*"))
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
-    for command in readme_commands():
-        run = subprocess.run(shlex.split(command), cwd=project, capture_output=True, text=True, check=False)
-        assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
-        args = shlex.split(command)
-        if "--out" in args:
-            assert (project / args[args.index("--out") + 1] / "report.json").is_file(), command
+    servers = []
+    try:
+        for command in readme_commands():
+            args = shlex.split(command)
+            if args[1:2] == ["serve"] and args[2].startswith("--"):  # the rater app runs until stopped
+                servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/signin", servers[-1])
+                continue
+            run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False)
+            assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+            if "--out" in args:
+                assert (project / args[args.index("--out") + 1] / "report.json").is_file(), command
+            if args[1:3] == ["serve", "add-rater"]:
+                assert "http://127.0.0.1:8000/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    assert servers, "the README shows the rater app"
     report = (project / "build" / "evaluation" / "report.md").read_text()
     assert "cxc-test" in report and "eccv" in report
 

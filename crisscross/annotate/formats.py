@@ -17,6 +17,10 @@ with a one-line message naming it, and no other exception leaves a reader, whate
 :mod:`crisscross.annotate.validate` checks them.  A record names its item by ``item_id``, by ``task_type`` + ``id_a`` + ``id_b``, or by
 ``batch_id`` + ``position``.
 
+``store`` reads the rater app's database (:mod:`crisscross.serve.store`) instead of files: its
+``--judgments`` values are database locations (a SQLite path or a ``postgresql://`` URL), one
+record per stored judgment, validated like any file's.
+
 Safety: every CSV goes through :func:`crisscross.core.io.csv_bytes`, which prefixes a cell that
 would start a spreadsheet formula with ``'``; the crowd-csv caption and image cells are also
 HTML-escaped, since crowd platforms paste ``${…}`` values raw into the task page.  Readers keep
@@ -55,6 +59,7 @@ from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.core.io import csv_bytes
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
+from crisscross.serve.store import open_store, redact
 
 ANSWER_KEY = "answer_key.csv"
 SCORE_CONTROL = "score"  # Label Studio control names; the reader looks for these in results
@@ -590,3 +595,29 @@ def _result_values(results: Sequence[Any]) -> dict[str, Any]:
             choices = value["choices"]
             values["answer"] = choices[0] if isinstance(choices, list) and len(choices) == 1 else choices
     return values
+
+
+class DatabaseFormat(JudgmentFormat):
+    """A judgment format whose ``--judgments`` names databases, not files (the import source asks
+    it for :meth:`read_database`)."""
+
+    @abstractmethod
+    def read_database(self, location: str) -> list[RawJudgment | Rejected]: ...
+
+    def read(self, name: str, data: bytes) -> list[RawJudgment | Rejected]:
+        raise JudgmentFileError(f"{name}: this format reads a database; give its path or URL as --judgments")
+
+
+@JUDGMENT_FORMATS.register("store")
+class StoreJudgments(DatabaseFormat):
+    """The rater app's database (``crisscross serve --db``): each judgment names its item, batch
+    and position, the rater as ``worker``, the score or answer, seconds on the item and the
+    submission time.  The source of a record is ``<database>:<batch_id>:<position>:<worker>``."""
+
+    def read_database(self, location: str) -> list[RawJudgment | Rejected]:
+        name = redact(location)
+        rows = open_store(location).judgments()
+        return [
+            RawJudgment(f"{name}:{row['batch_id']}:{row['position']}:{row['worker']}", (name, n, 0), _canonical(row), row)
+            for n, row in enumerate(rows)
+        ]

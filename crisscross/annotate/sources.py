@@ -1,6 +1,7 @@
 """Judgment sources: where a round's judgments come from, chosen by name (``annotate.source``).
 
 ``import``   judgment files people made (``--judgments`` files or folders, in ``annotate.format``),
+             or the rater app's database (format ``store``: ``--judgments`` is its path or URL),
              validated against the tasks (:mod:`crisscross.annotate.validate`);
 ``replay``   earlier judgments: a judgments parquet, or ``cxc:<folder>`` for the published CxC
              release (:func:`~crisscross.annotate.providers.load_cxc_release`);
@@ -18,13 +19,14 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from crisscross.annotate.formats import JUDGMENT_FORMATS
+from crisscross.annotate.formats import JUDGMENT_FORMATS, DatabaseFormat
 from crisscross.annotate.providers import NO_JUDGMENT, Replay, load_cxc_release, repeats_report, simulate_from_embeddings, unjudged_table
 from crisscross.annotate.schema import SOURCE_PEOPLE
 from crisscross.annotate.validate import validate
 from crisscross.core import io
 from crisscross.core.quarantine import Rejected
 from crisscross.core.registry import Registry
+from crisscross.serve.store import redact
 
 CXC_PREFIX = "cxc:"
 
@@ -71,15 +73,23 @@ def import_files(settings: SourceSettings) -> Source:
     reader = JUDGMENT_FORMATS.create(settings.format)
 
     def collect(tasks: pa.Table) -> Collected:
-        files = _files(settings.judgments)
         records: list[Any] = []
-        for path in files:
-            records += reader.read(str(path), path.read_bytes())
+        if isinstance(reader, DatabaseFormat):
+            if not settings.judgments:
+                raise FileNotFoundError(f"annotate import, format {settings.format}: give the database as --judgments (a path or URL)")
+            for location in settings.judgments:
+                records += reader.read_database(location)
+            facts: dict[str, Any] = {"databases": [redact(location) for location in settings.judgments]}
+        else:
+            files = _files(settings.judgments)
+            for path in files:
+                records += reader.read(str(path), path.read_bytes())
+            facts = {"files": [str(f) for f in files]}
         judgments, rejected = validate(records, tasks, SOURCE_PEOPLE)
         frame = tasks.to_pandas()
         missing = frame[~frame["item_id"].isin(set(judgments.column("item_id").to_pylist()))]
-        unjudged = unjudged_table(missing, NO_JUDGMENT, ["no valid judgment in the imported files"] * len(missing))
-        return Collected(judgments, unjudged, rejected, {"files": [str(f) for f in files]})
+        unjudged = unjudged_table(missing, NO_JUDGMENT, ["no valid judgment in the imported judgments"] * len(missing))
+        return Collected(judgments, unjudged, rejected, facts)
 
     return collect
 

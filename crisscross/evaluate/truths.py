@@ -91,6 +91,7 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import OPTIONAL, Registry
 from crisscross.evaluate.metrics import Positives
 from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
+from crisscross.release.load import is_release
 
 TASKS = ("i2t", "t2i", "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
@@ -503,6 +504,8 @@ def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None, r_rul
 
 # --------------------------------------------------------------------------- our own release
 
+RELEASE_PAIRS = "data/pairs.parquet"  # a release folder's rated items (crisscross.release.load)
+
 
 def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTruth, Report]:
     """Crisscross aggregate outputs (``rated.parquet``, canonical ids) under the CxC rules:
@@ -511,12 +514,13 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
     positives, and verified VERIFY positives (ECCV Caption) added to i2t / t2i; ratings are the
     items' ``agg_score`` in item order (the query is ``id_a``).  ``folder`` may name several
     rounds' outputs joined by ``,`` (``build/rated,build/sits/rated,build/verify/rated``): their
-    rows are merged into one truth."""
-    paths = [Path(f) / "rated.parquet" for f in str(folder).split(",") if f]
+    rows are merged into one truth.  A release folder (:mod:`crisscross.release`) counts as all of
+    its rounds: its ``data/pairs.parquet`` holds their rated items with the same columns."""
+    paths = [Path(f) / RELEASE_PAIRS if is_release(f) else Path(f) / "rated.parquet" for f in str(folder).split(",") if f]
     rows: list[dict[str, Any]] = []
     for path in paths:
         if not path.is_file():
-            raise FileNotFoundError(f"no {path}: run the aggregate stage first")
+            raise FileNotFoundError(f"no {path}: run the aggregate stage first (or name a release folder)")
         rows += pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()
     path = ",".join(map(str, paths))
     of = {kind: [r for r in rows if r["task_type"] == kind] for kind in ("STS", "SIS", "SITS")}

@@ -162,7 +162,7 @@ def value_key(kind: str) -> str:
 
 def test_formats_are_chosen_by_name():
     assert TASK_FORMATS.names() == ["crowd-csv", "jsonl", "label-studio"]
-    assert JUDGMENT_FORMATS.names() == ["crowd-csv", "csv", "jsonl", "label-studio"]
+    assert JUDGMENT_FORMATS.names() == ["crowd-csv", "csv", "jsonl", "label-studio", "store"]
 
 
 def test_every_format_keeps_gold_out_of_rater_files_and_in_the_answer_key(round_):

@@ -1,0 +1,516 @@
+"""Build a release folder: the tables, the card, Croissant metadata, checksums, version and changelog.
+
+The release is whole-table work — joins across rounds, a diff against the previous release,
+checksums of finished files — with no per-record step worth distributing, so it runs as plain
+pandas / pyarrow in one process rather than as a Beam pipeline.  Its output is built in a staging
+folder (:func:`crisscross.core.io.staged_directory`), checked with ``verify`` and
+``mlcroissant``, and swapped in only then: a crash leaves the previous release intact.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import yaml
+
+from crisscross import __version__
+from crisscross.annotate.instructions import INSTRUCTIONS
+from crisscross.annotate.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED, VERIFY
+from crisscross.core import io
+from crisscross.core.errors import InputError, ParamError
+from crisscross.core.settings import setting
+from crisscross.release import card, croissant, merge
+from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, verify_maps
+from crisscross.release.cxc import CXC_FILES, CXC_SPLITS, cxc_csv
+from crisscross.release.load import is_release, load_release
+from crisscross.release.manifest import DATA, INFO, SUMS, data_counts, file_sha256, release_files, sums_text, tree_sha256, verify
+from crisscross.release.pseudonyms import load_salt
+from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs
+
+POSITIVES_REQUIRED = ("eccv_image_to_caption.json", "eccv_caption_to_image.json")
+POSITIVES_OPTIONAL = ("positives.parquet", "bias_audit.json")
+MERGED = "dataset_coco_cxc.json"
+CHANGELOG = "CHANGELOG.md"
+CARD = "README.md"
+CROISSANT = "croissant.json"
+ATTRIBUTION = "ATTRIBUTION.csv"
+SALT_ENV = "CRISSCROSS_RELEASE_SALT"
+PLATFORMS = {
+    SOURCE_SIMULATED: "a simulated rater panel (crisscross annotate, source: simulate); no people rated",
+    SOURCE_PEOPLE: "people's judgments imported from an annotation tool's export (crisscross annotate, source: import)",
+    SOURCE_REPLAY: "judgments replayed from an earlier release (crisscross annotate, source: replay)",
+}
+DEFAULT_CITATION = """@misc{crisscross,
+  title = {crisscross: graded image and caption similarity judgments},
+  note = {Built with the methods of Crisscrossed Captions (Parekh et al., EACL 2021) and ECCV Caption (Chun et al., ECCV 2022)}
+}
+@inproceedings{parekh2021crisscrossed,
+  title = {Crisscrossed Captions: Extended Intramodal and Intermodal Semantic Similarity Judgments for {MS-COCO}},
+  author = {Parekh, Zarana and Baldridge, Jason and Cer, Daniel and Waters, Austin and Yang, Yinfei},
+  booktitle = {EACL},
+  year = {2021}
+}"""
+
+
+@dataclass(frozen=True)
+class ReleaseSettings:
+    """The ``release`` section of ``params.yaml``: what the card and metadata say, and how ids are hidden."""
+
+    name: str = "crisscross-demo"
+    title: str = "crisscross demo: graded image and caption similarity"
+    description: str = (
+        "Graded caption-caption (STS), image-image (SIS) and caption-image (SITS) similarity judgments and verified "
+        "image-caption matches (VERIFY) over MS-COCO images and captions, in the Crisscrossed Captions file shapes."
+    )
+    version: str = "auto"  # auto: the smallest version the diff against the previous release allows
+    date: str | None = None  # YYYY-MM-DD; null: $SOURCE_DATE_EPOCH, else today (UTC)
+    previous: str | None = None  # the release this one follows (a folder; may be the output folder itself)
+    licence: str = "CC BY 4.0"
+    licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
+    citation: str = DEFAULT_CITATION
+    url: str = "https://github.com/google-research-datasets/Crisscrossed-Captions"
+    creator: str = "crisscross contributors"
+    limitations: tuple[str, ...] = ()
+    salt_env: str = SALT_ENV  # the pseudonym key: this environment variable, else ...
+    salt_file: str = "~/.config/crisscross/release-salt"  # ... this file (created when missing; never inside the release)
+    cxc_rows: str = setting(ITEM_ROWS, choices=CXC_ROW_MODES)
+    merge_splits: tuple[str, ...] = CXC_SPLITS  # examples of these splits get cxc_scores in the Karpathy merge (as CxC's script)
+
+    def metadata(self) -> dict[str, Any]:
+        """What a patch release may change: the descriptive fields (not version, date or where files are)."""
+        keys = (
+            "name",
+            "title",
+            "description",
+            "licence",
+            "licence_url",
+            "citation",
+            "url",
+            "creator",
+            "limitations",
+            "cxc_rows",
+            "merge_splits",
+        )
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in keys)}
+
+
+@dataclass(frozen=True)
+class ReleaseRequest:
+    rounds: tuple[RoundInput, ...]
+    items: Path
+    out: Path
+    settings: ReleaseSettings
+    params: Mapping[str, Any] = field(default_factory=dict)  # the whole params document, recorded as build params
+    version: str = "auto"
+    date: str | None = None
+    simulated: bool = False  # the explicit flag a simulated build needs
+    previous: Path | None = None
+    positives: Path | None = None
+    karpathy: Path | None = None
+    embeddings: Path | None = None
+    attribution: Path | None = None
+    lock: Path | None = None
+
+
+def release_date(given: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """``given`` (YYYY-MM-DD), else ``$SOURCE_DATE_EPOCH``, else today in UTC."""
+    environ = os.environ if environ is None else environ
+    if given:
+        try:
+            return datetime.date.fromisoformat(given).isoformat()
+        except ValueError:
+            raise ParamError(f"release date {given!r} is not YYYY-MM-DD") from None
+    epoch = environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
+        except ValueError:
+            raise ParamError(f"SOURCE_DATE_EPOCH {epoch!r} is not a whole number of seconds") from None
+    return datetime.datetime.now(datetime.UTC).date().isoformat()
+
+
+def code_version() -> str:
+    """``crisscross <version> (code <sha256 of its Python sources>)``: the code's content, not a git
+    commit, so the same code gives the same release bytes at any commit (a commit cannot name
+    itself in the ``dvc.lock`` it carries) and a consumer can still tell builds apart."""
+    import crisscross.pipelines
+
+    digest = hashlib.sha256()
+    for root in (Path(__file__).resolve().parents[1], Path(crisscross.pipelines.__file__).resolve().parent):
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    return f"crisscross {__version__} (code {digest.hexdigest()[:12]})"
+
+
+def lock_hashes(lock: Path | None) -> dict[str, str]:
+    """Output path → md5 of every stage output recorded in ``dvc.lock`` (paths relative to its folder)."""
+    if lock is None or not lock.is_file():
+        return {}
+    document = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+    found = {}
+    for stage in (document.get("stages") or {}).values():
+        for out in stage.get("outs") or []:
+            found[os.path.normpath(out["path"])] = out.get("md5", "")
+    return found
+
+
+def input_hashes(request: ReleaseRequest) -> list[dict[str, Any]]:
+    """Each input folder or file as given, its own sha256 (of the tree) and its md5 in ``dvc.lock``."""
+    named = [(f"round {r.number} rated", r.rated) for r in request.rounds]
+    named += [(f"round {r.number} judgments", r.judgments) for r in request.rounds if r.judgments]
+    named += [
+        (role, path)
+        for role, path in (
+            ("items", request.items),
+            ("positives", request.positives),
+            ("karpathy", request.karpathy),
+            ("embeddings", request.embeddings),
+            ("attribution", request.attribution),
+        )
+        if path
+    ]
+    recorded = lock_hashes(request.lock)
+    base = request.lock.resolve().parent if request.lock else Path.cwd()
+    rows = []
+    for role, path in named:
+        key = os.path.normpath(os.path.relpath(path.resolve(), base))
+        digest = tree_sha256(path) if path.is_dir() else file_sha256(path)
+        rows.append({"role": role, "path": str(path), "sha256": digest, "dvc_md5": recorded.get(key)})
+    return rows
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What is decided before anything is written: the contents, version, diff and previous release."""
+
+    contents: Contents
+    version: Version
+    date: str
+    diff: ReleaseDiff | None
+    previous_version: Version | None
+    previous_changelog: str
+
+
+def plan(request: ReleaseRequest) -> Plan:
+    salt = load_salt(request.settings.salt_env, request.settings.salt_file, str(request.out))
+    contents = collect(request.rounds, request.items, salt)
+    if contents.simulated and not request.simulated:
+        raise ParamError("the judgments are SIMULATED: pass --simulated to release them (the version is then labelled -simulated)")
+    if request.simulated and not contents.simulated:
+        raise ParamError("--simulated given but no judgment is simulated: leave the flag out for a release of people's judgments")
+    if contents.simulated and SIMULATED_LABEL not in request.out.name.lower():
+        raise ParamError(
+            f"a simulated release must be named so: put 'simulated' in the output folder name (e.g. {request.out.parent / (request.out.name + '-simulated')})"
+        )
+    diff, previous, changelog = None, None, ""
+    if request.previous is not None:
+        if is_release(request.previous):
+            before = load_release(request.previous)
+            diff = diff_pairs(before.frames["pairs"], contents.pairs, before.info["metadata"], metadata_fingerprint(request))
+            previous = Version.parse(before.version)
+            changelog = (request.previous / CHANGELOG).read_text(encoding="utf-8") if (request.previous / CHANGELOG).is_file() else ""
+        elif request.previous.resolve() != request.out.resolve() or request.previous.exists():
+            raise InputError(f"--previous {request.previous} is not a release folder (no {INFO} and {DATA}/pairs.parquet)")
+    version = choose_version(request.version, previous, diff, simulated=contents.simulated)
+    return Plan(contents, version, release_date(request.date), diff, previous, changelog)
+
+
+def metadata_fingerprint(request: ReleaseRequest) -> dict[str, Any]:
+    """Descriptive settings and the build params (without the release's own version, date, previous)."""
+    params = {k: v for k, v in request.params.items() if k != "release"}
+    return {**request.settings.metadata(), "build_params": json.loads(json.dumps(params, sort_keys=True, default=str))}
+
+
+def build(request: ReleaseRequest) -> dict[str, Any]:
+    """Write the release to ``request.out`` (atomically) and return its report."""
+    decided = plan(request)
+    with io.staged_directory(str(request.out)) as staging:
+        root = Path(staging)
+        write_data(root, request, decided.contents)
+        for name, data in card.plots(decided.contents).items():
+            _write(root / name, data)
+        entry = changelog_entry(decided.version, decided.date, decided.diff, decided.previous_version)
+        texts = _caption_texts(request.items)
+        _write(root / CARD, card.render(decided.contents, _card_inputs(request, decided, root, entry, texts)).encode())
+        _write(root / CROISSANT, _croissant_json(root, request, decided))
+        croissant.validate(root / CROISSANT, record_limit=1)
+        info = release_info(root, request, decided)
+        io.write_json(str(root / INFO), info)
+        _write(root / CHANGELOG, _changelog(entry, decided).encode())
+        _write(root / SUMS, sums_text(root).encode())
+        checked = verify(root)
+    return {
+        **info,
+        "verified": checked,
+        "level": decided.diff.level if decided.diff else None,
+        "reason": decided.diff.reason() if decided.diff else None,
+    }
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    io.write_bytes(str(path), data)
+
+
+def _parquet(path: Path, frame: pd.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    io.write_parquet(str(path), pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False))
+
+
+def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
+    """Everything under ``data/`` (and ``ATTRIBUTION.csv``)."""
+    data = root / DATA
+    pairs = contents.pairs
+    _parquet(data / "pairs.parquet", pairs)
+    mode = request.settings.cxc_rows
+    for split in contents.splits:
+        for task, spec in CXC_FILES.items():
+            rows = pairs[(pairs["task_type"] == task) & (pairs["split"] == split)]
+            if rows.empty:
+                continue
+            _write(data / spec.name(split), cxc_csv(task, cxc_rows(contents, task, split, mode)))
+            _parquet(data / f"{task.lower()}_{split}.parquet", rows)
+        verified = pairs[(pairs["task_type"] == VERIFY) & (pairs["split"] == split)]
+        if not verified.empty:
+            shown = verified.rename(columns={"published_a": "image", "published_b": "caption"})[
+                ["image", "caption", "agg_label", "n", "positive", "sampling_method"]
+            ]
+            _write(data / f"verify_{split}.csv", io.frame_csv_bytes(shown))
+            _parquet(data / f"verify_{split}.parquet", verified)
+    if (pairs["task_type"] == VERIFY).any():
+        image_to_caption, caption_to_image = verify_maps(pairs)
+        io.write_json(str(data / "verify_image_to_caption.json"), image_to_caption)
+        io.write_json(str(data / "verify_caption_to_image.json"), caption_to_image)
+    if request.positives is not None:
+        copy_positives(request.positives, data)
+    _parquet(data / "judgments.parquet", contents.judgments)
+    _write(data / "raters.csv", io.frame_csv_bytes(contents.raters))
+    _parquet(data / "raters.parquet", contents.raters)
+    exclusions = contents.raters[contents.raters["excluded"].astype(bool)][["round", "rater", "task_type", "judgments", "reasons"]]
+    _write(data / "qc_exclusions.csv", io.frame_csv_bytes(exclusions))
+    _parquet(data / "qc_exclusions.parquet", exclusions)
+    merged = karpathy_merge(data, request, contents)
+    if merged is not None:
+        _write(data / MERGED, (json.dumps(merged, sort_keys=True) + "\n").encode())
+    if request.attribution is not None:
+        _write(root / ATTRIBUTION, io.frame_csv_bytes(_attribution(request.attribution)))
+
+
+def copy_positives(folder: Path, data: Path) -> None:
+    """The positives stage's ECCV-shaped maps (required), positives table and bias audit (when present)."""
+    for name in POSITIVES_REQUIRED:
+        if not (folder / name).is_file():
+            raise InputError(f"no {folder / name}: run the positives stage first (or leave --positives out)")
+    for name in (*POSITIVES_REQUIRED, *POSITIVES_OPTIONAL):
+        if (folder / name).is_file():
+            shutil.copyfile(folder / name, data / name)
+
+
+def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> dict[str, Any] | None:
+    """The Karpathy-shaped document (``--karpathy``, else built from the items) with CxC's
+    ``cxc_scores``, from the release's own SITS files; ``None`` without SITS or COCO ids."""
+    sits = contents.pairs[contents.pairs["task_type"] == "SITS"]
+    if sits.empty or not merge.is_coco(sits["id_a"]):
+        return None
+    if request.karpathy is not None:
+        try:
+            document = json.loads(request.karpathy.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"cannot read the Karpathy dataset JSON {request.karpathy}: {error}") from error
+        if not isinstance(document, dict) or not isinstance(document.get("images"), list):
+            raise InputError(f"{request.karpathy}: not dataset_coco.json-shaped (no 'images' list)")
+    else:
+        images = pd.read_parquet(request.items / "images.parquet", columns=["image_id", "split"])
+        captions = pd.read_parquet(request.items / "captions.parquet", columns=["caption_id", "image_id", "text"])
+        document = merge.karpathy_document(images, captions)
+    files = sorted(data.glob("sits_*.csv"))
+    return merge.merge_scores(document, merge.read_sits_rows(files), request.settings.merge_splits)
+
+
+def _attribution(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as error:
+        raise InputError(f"cannot read the attribution file {path}: {error}") from error
+
+
+def _image_licences(path: Path | None) -> dict[str, int]:
+    if path is None:
+        return {}
+    frame = _attribution(path)
+    column = next((c for c in frame.columns if "licen" in c.lower()), None)
+    if column is None:
+        raise InputError(f"{path}: no licence column (a column whose name contains 'licence' or 'license')")
+    return {str(k): int(v) for k, v in frame.groupby(column).size().items()}
+
+
+def _encoders(request: ReleaseRequest) -> tuple[tuple[str, str, str], ...]:
+    if request.embeddings is None:
+        embed = request.params.get("embed") or {}
+        names = [("text", n) for n in embed.get("text_encoders", [])] + [("image", n) for n in embed.get("image_encoders", [])]
+        return tuple((m, n, "not recorded (no --embeddings)") for m, n in names)
+    found = set()
+    for path in sorted(request.embeddings.rglob("meta.json")):
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        found.add((str(meta.get("modality", "")), str(meta.get("encoder", "")), str(meta.get("version", ""))))
+    return tuple(sorted(found))
+
+
+def _caption_texts(items: Path) -> dict[str, str]:
+    captions = pd.read_parquet(items / "captions.parquet", columns=["caption_id", "text"])
+    return dict(zip(captions["caption_id"], captions["text"], strict=True))
+
+
+FILE_NOTES = {
+    "pairs.parquet": "every rated pair of every round: canonical and published ids, split, sampling method, score or label, n, mean, std, positive",
+    "judgments.parquet": "every judgment: pseudonymous rater, score or answer, seconds, batch, source, status (kept, excluded-rater, gold)",
+    "raters.csv": "rater statistics per round and task type (gold accuracy, leave-one-out correlation, median seconds, straight-lining), excluded, reasons",
+    "raters.parquet": "the same as raters.csv",
+    "qc_exclusions.csv": "the (rater, task type) pairs quality control excluded, with the rules they failed",
+    "qc_exclusions.parquet": "the same as qc_exclusions.csv",
+    "verify_image_to_caption.json": "ECCV-shaped map: image id → captions people verified as matching",
+    "verify_caption_to_image.json": "ECCV-shaped map: caption id → images people verified as matching",
+    "eccv_image_to_caption.json": "ECCV-shaped positives (verified + original + CxC) from the positives stage",
+    "eccv_caption_to_image.json": "ECCV-shaped positives (verified + original + CxC) from the positives stage",
+    "positives.parquet": "the positives stage's table: image_id, caption_id, source",
+    "bias_audit.json": "the positives stage's bias audit",
+    MERGED: "Karpathy's dataset_coco.json with CxC's cxc_scores attached, as CxC's merge script writes it",
+}
+
+
+def _describe(name: str) -> str:
+    stem = Path(name).name
+    if stem in FILE_NOTES:
+        return FILE_NOTES[stem]
+    kind, _, rest = Path(name).stem.partition("_")
+    shape = "CxC's CSV shape (published ids, agg_score, sampling_method)" if name.endswith(".csv") and kind != "verify" else "all columns"
+    return f"{kind.upper()} pairs of the {rest} split, {shape}"
+
+
+def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str, texts: Mapping[str, str]) -> card.CardInputs:
+    s = request.settings
+    data_files = [n for n in release_files(root) if n.startswith(f"{DATA}/")]
+    files = {n: _describe(n) for n in data_files}
+    files.update({n: text for n, text in card.PLOTS.items()})
+    files.update(
+        {
+            CROISSANT: "Croissant metadata (with Responsible-AI fields)",
+            INFO: "version, date, code version, build params, input hashes, row counts",
+            CHANGELOG: "changes per version",
+            SUMS: "SHA-256 of every file",
+        }
+    )
+    if request.attribution is not None:
+        files[ATTRIBUTION] = "per-image licence and attribution from the source"
+    return card.CardInputs(
+        title=s.title,
+        name=_release_name(s.name, decided.contents.simulated),
+        version=str(decided.version),
+        date=decided.date,
+        description=s.description,
+        licence=s.licence,
+        licence_url=s.licence_url,
+        citation=s.citation,
+        url=s.url,
+        limitations=s.limitations,
+        encoders=_encoders(request),
+        rules=dict((request.params.get("aggregate") or {}).get("rules") or {}),
+        image_licences=_image_licences(request.attribution),
+        attribution_file=request.attribution.name if request.attribution else "",
+        files=files,
+        examples=card.example_pairs(decided.contents, texts),
+        changelog_entry=entry,
+    )
+
+
+def _release_name(name: str, simulated: bool) -> str:
+    return f"{name}-{SIMULATED_LABEL}" if simulated and SIMULATED_LABEL not in name.lower() else name
+
+
+def _croissant_json(root: Path, request: ReleaseRequest, decided: Plan) -> bytes:
+    s, contents = request.settings, decided.contents
+    kinds = sorted({k for facts in contents.facts.values() for k in facts})
+    sources = sorted(set(contents.judgments["source"]))
+    inputs = croissant.CroissantInputs(
+        name=_release_name(s.name, contents.simulated),
+        description=s.description
+        + (" SIMULATED: the judgments come from a simulated rater panel, not people." if contents.simulated else ""),
+        version=str(decided.version),
+        date=decided.date,
+        licence_url=s.licence_url,
+        citation=s.citation,
+        url=s.url,
+        creator=s.creator,
+        simulated=contents.simulated,
+        collection="Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
+        platform="; ".join(PLATFORMS.get(x, x) for x in sources),
+        instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
+        raters_per_item=", ".join(
+            f"{k} {f['usual_judgments_per_item']}" for facts in contents.facts.values() for k, f in sorted(facts.items())
+        ),
+        agreement=[
+            f"Krippendorff's alpha ({f['alpha_level']}) {k}: {f['alpha']}"
+            for facts in contents.facts.values()
+            for k, f in sorted(facts.items())
+        ],
+        limitations=list(s.limitations) + (["SIMULATED judgments, not people."] if contents.simulated else []),
+        biases=["See data/bias_audit.json."]
+        if request.positives is not None and (request.positives / "bias_audit.json").is_file()
+        else ["Not audited for this build."],
+    )
+    files = [n for n in release_files(root) if n.startswith((f"{DATA}/", "plots/")) or n == ATTRIBUTION]
+    return (json.dumps(croissant.to_json(croissant.metadata(root, files, inputs)), indent=2, sort_keys=True, default=str) + "\n").encode()
+
+
+def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str, Any]:
+    contents = decided.contents
+    return {
+        "name": _release_name(request.settings.name, contents.simulated),
+        "version": str(decided.version),
+        "date": decided.date,
+        "simulated": contents.simulated,
+        "code_version": code_version(),
+        "metadata": metadata_fingerprint(request),
+        "params": json.loads(json.dumps(dict(request.params), sort_keys=True, default=str)),
+        "inputs": input_hashes(request),
+        "previous": str(decided.previous_version) if decided.previous_version else None,
+        "bump": decided.diff.level if decided.diff else None,
+        "summary": card.summary(contents),
+        "counts": data_counts(root),
+    }
+
+
+def _changelog(entry: str, decided: Plan) -> str:
+    """The new entry above the previous release's entries; an unchanged re-release keeps its log."""
+    if decided.diff is not None and decided.diff.level == "none" and decided.previous_changelog:
+        return decided.previous_changelog
+    earlier = decided.previous_changelog.split("\n", 2)[2] if decided.previous_changelog.startswith("# ") else decided.previous_changelog
+    return f"# Changelog\n\n{entry}\n{earlier}".rstrip() + "\n"
+
+
+def diff_releases(a: Path, b: Path) -> tuple[ReleaseDiff, str]:
+    """``crisscross release diff A B``: the diff of B against A and its changelog text."""
+    before, after = load_release(a), load_release(b)
+    diff = diff_pairs(before.frames["pairs"], after.frames["pairs"], before.info["metadata"], after.info["metadata"])
+    text = changelog_entry(Version.parse(after.version), after.info["date"], diff, Version.parse(before.version))
+    return diff, text
+
+
+def rounds_from(rated: Sequence[str], judgments: Sequence[str] | None) -> tuple[RoundInput, ...]:
+    """Round inputs from the comma-separated ``--rated`` and ``--judgments`` lists (same order)."""
+    if judgments and len(judgments) != len(rated):
+        raise ParamError(
+            f"--judgments names {len(judgments)} folder(s) for {len(rated)} --rated folder(s): give one per round, in the same order"
+        )
+    return tuple(RoundInput(i, Path(r), Path(judgments[i - 1]) if judgments else None) for i, r in enumerate(rated, 1))

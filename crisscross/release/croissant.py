@@ -1,0 +1,143 @@
+"""``croissant.json``: the release described in MLCommons Croissant, written with ``mlcroissant``.
+
+Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
+records); every CSV is also a ``RecordSet`` whose fields read its columns, so
+``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields the rows.  The Responsible-AI
+fields say who rated (people or a simulated panel), with which instructions, on what platform and
+with how many raters per item.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import mlcroissant as mlc
+import pandas as pd
+
+from crisscross.core.errors import InputError
+from crisscross.release.manifest import file_sha256
+
+ENCODINGS = {
+    ".csv": "text/csv",
+    ".parquet": "application/x-parquet",
+    ".json": "application/json",
+    ".png": "image/png",
+    ".md": "text/markdown",
+}
+_DTYPES = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}
+
+
+@dataclass(frozen=True)
+class CroissantInputs:
+    name: str
+    description: str
+    version: str
+    date: str
+    licence_url: str
+    citation: str
+    url: str
+    creator: str
+    simulated: bool
+    collection: str
+    platform: str
+    instructions: Sequence[str]
+    raters_per_item: str
+    agreement: Sequence[str]
+    limitations: Sequence[str]
+    biases: Sequence[str]
+
+
+def metadata(folder: Path, files: Sequence[str], inputs: CroissantInputs) -> mlc.Metadata:
+    """The release's Croissant metadata for ``files`` (relative paths) of ``folder``."""
+    distribution = [
+        mlc.FileObject(
+            id=name,
+            name=name,
+            content_url=name,
+            encoding_formats=[ENCODINGS[PurePosixPath(name).suffix]],
+            sha256=file_sha256(folder / name),
+        )
+        for name in files
+    ]
+    record_sets = [_record_set(folder, name) for name in files if name.endswith(".csv")]
+    published = datetime.datetime.fromisoformat(inputs.date)
+    return mlc.Metadata(
+        name=inputs.name,
+        description=inputs.description,
+        version=inputs.version,
+        date_published=published,
+        license=[inputs.licence_url],
+        cite_as=inputs.citation,
+        url=inputs.url,
+        creators=[mlc.Organization(name=inputs.creator)],
+        keywords=[
+            "image-text similarity",
+            "semantic textual similarity",
+            "Crisscrossed Captions",
+            "ECCV Caption",
+            *(["SIMULATED"] if inputs.simulated else []),
+        ],
+        distribution=distribution,
+        record_sets=record_sets,
+        data_collection=inputs.collection,
+        data_collection_type=["Simulation"] if inputs.simulated else ["Crowdsourcing", "Human annotation"],
+        data_annotation_protocol=list(inputs.instructions),
+        data_annotation_platform=[inputs.platform],
+        data_annotation_analysis=list(inputs.agreement),
+        annotations_per_item=inputs.raters_per_item,
+        annotator_demographics=["Not collected."],
+        personal_sensitive_information=[
+            "Rater ids are pseudonyms (HMAC-SHA256 under a key kept outside the release); submission times are left out."
+        ],
+        data_limitations=list(inputs.limitations),
+        data_biases=list(inputs.biases),
+        data_use_cases=["Evaluating image-text, text-text and image-image retrieval and graded similarity (correlation) of models."],
+        data_release_maintenance_plan="Semantic versions: patch for metadata, minor for added pairs or refined scores, major for removed pairs or flipped positives; every version is a git tag whose data DVC fetches.",
+    )
+
+
+def _record_set(folder: Path, name: str) -> mlc.RecordSet:
+    stem = PurePosixPath(name).stem
+    frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
+    fields = [
+        mlc.Field(
+            id=f"{stem}/{column}",
+            name=column,
+            data_types=[_DTYPES.get(frame[column].dtype.kind, mlc.DataType.TEXT)],
+            source=mlc.Source(file_object=name, extract=mlc.Extract(column=column)),
+        )
+        for column in frame.columns
+    ]
+    return mlc.RecordSet(id=stem, name=stem, fields=fields)
+
+
+def to_json(meta: mlc.Metadata) -> dict[str, Any]:
+    """The JSON-LD; a metadata object ``mlcroissant`` finds invalid is refused with its first issue."""
+    if meta.issues.errors:
+        raise InputError(f"croissant.json would not validate: {sorted(meta.issues.errors)[0]}")
+    return meta.to_json()
+
+
+def validate(path: Path, record_limit: int | None = None) -> Mapping[str, int]:
+    """Load ``croissant.json`` with ``mlcroissant`` and read each record set (checking sha256s):
+    records per set, up to ``record_limit`` each."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)  # mlcroissant logs every file it opens at INFO on the root logger
+    try:
+        dataset = mlc.Dataset(jsonld=path)
+        counts = {}
+        for record_set in dataset.metadata.record_sets:
+            n = 0
+            for _ in dataset.records(record_set.id):
+                n += 1
+                if record_limit is not None and n >= record_limit:
+                    break
+            counts[record_set.id] = n
+    finally:
+        logging.disable(previous)
+    return counts

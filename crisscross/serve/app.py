@@ -1,0 +1,271 @@
+"""The ASGI app raters use: sign in with a token, rate one batch at a time, submit it whole.
+
+Routes: ``/signin`` (a page whose script posts the link's ``#token=…`` fragment, so the token
+never appears in a URL the server or a proxy logs), ``/`` (the rater page), ``/api/batch`` (the
+rater's batch as JSON: texts, image URLs, instructions, scale, examples; no item ids, gold flags or
+sampling methods), ``/api/submit`` (a whole batch, with the CSRF header), ``/api/image`` and
+``/api/example`` (image bytes of the rater's own batch or of the examples, confined to the image
+folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
+"""
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import pyarrow as pa
+from fastapi import Depends, FastAPI, Form, Header, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+
+from crisscross.annotate.catalog import Catalog
+from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, VERIFY_MEANINGS
+from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SITS, VERIFY_ANSWERS, task_type
+from crisscross.core.errors import InputError
+from crisscross.core.ids import CAPTION_KIND, split_id
+from crisscross.serve import assets
+from crisscross.serve.examples import SCALE_LABELS, SIDE_LABELS, Example, ExampleSide, worked_examples
+from crisscross.serve.security import BodyLimit, RateLimiter, confined, csrf_ok, csrf_token, image_root
+from crisscross.serve.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
+
+SESSION_COOKIE = "crisscross_session"
+CSRF_HEADER = "X-CSRF-Token"
+MAX_ANSWERS = 1000
+# CxC appendix: "since the SITS instructions are longer, they are shown when the annotator hovers
+# over the corresponding score".
+HOVER_DESCRIPTIONS = frozenset({SITS})
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    replicas: int
+    timeout: float = 3600.0  # seconds before an unsubmitted assignment is released
+    max_request_bytes: int = 256 * 1024
+    rate_per_second: float = 10.0  # per signed-in session
+    burst: float = 40.0
+    ip_rate_per_second: float = 200.0  # per client address, whatever its cookies
+    signins_per_minute: float = 20.0  # per client address, checked before the token is
+    clock: Callable[[], float] = field(default=time.time, compare=False)
+
+
+class AnswerIn(BaseModel):
+    position: int
+    score: float | None = None
+    answer: str | None = Field(default=None, max_length=64)
+    seconds: float = 0.0
+
+
+class SubmitIn(BaseModel):
+    batch_id: str = Field(max_length=256)
+    answers: list[AnswerIn] = Field(max_length=MAX_ANSWERS)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What the app shows besides the store: the items' texts and image files, and the examples."""
+
+    catalog: Catalog
+    images: str  # the image folder every served file must lie in
+    examples: Mapping[str, Sequence[Example]]
+    tasks: Mapping[tuple[str, int], TaskRow]  # (batch, position) → row, for image lookups
+
+    @classmethod
+    def of(cls, tasks: pa.Table, catalog: Catalog, images: str | None) -> "Round":
+        """The round of a tasks table; ``images`` defaults to the folder the items' images share."""
+        rows = [
+            TaskRow(r["batch_id"], int(r["position"]), r["item_id"], r["task_type"], r["id_a"], r["id_b"], r["gold"])
+            for r in tasks.to_pylist()
+        ]
+        if images is not None and not os.path.isdir(images):
+            raise InputError(f"no image folder {images}")
+        examples = worked_examples(catalog, {r.item_id for r in rows}, {i for r in rows for i in (r.id_a, r.id_b)})
+        root = images if images is not None else image_root(list(catalog.paths.values()))
+        return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows})
+
+
+def _side(value: str, url: str, catalog: Catalog) -> dict[str, str]:
+    """A pair side as the page gets it: caption text (shown as text), or an image URL."""
+    return {"text": catalog.texts[value]} if split_id(value)[1] == CAPTION_KIND else {"image": url}
+
+
+def _example_side(side: ExampleSide, url: str) -> dict[str, str]:
+    return {"text": side.value} if side.kind == "text" else {"image": url}
+
+
+def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
+    """The batch as the rater page needs it.  Built field by field from what raters may see:
+    nothing of the task rows is passed through whole."""
+    kind = assignment.task_type
+    batch = quote(assignment.batch_id, safe="")
+    summary, _, details = INSTRUCTIONS[kind].partition("\n\n")
+    view: dict[str, Any] = {
+        "id": assignment.batch_id,
+        "task_type": kind,
+        "summary": summary,
+        "instructions": details,
+        "question": _RATING_QUESTION.get(kind, ""),
+        "labels": list(SIDE_LABELS[kind]),
+        "examples": [
+            {
+                "a": _example_side(e.a, f"/api/example/{kind}/{n}/a"),
+                "b": _example_side(e.b, f"/api/example/{kind}/{n}/b"),
+                "verdict": e.verdict,
+            }
+            for n, e in enumerate(round_.examples.get(kind, ()))
+        ],
+        "items": [
+            {
+                "position": item.position,
+                "a": _side(item.id_a, f"/api/image/{item.position}/a?batch={batch}", round_.catalog),
+                "b": _side(item.id_b, f"/api/image/{item.position}/b?batch={batch}", round_.catalog),
+            }
+            for item in assignment.items
+        ],
+    }
+    if task_type(kind).rated:
+        view["scale"] = {
+            "min": SCORE_MIN,
+            "max": SCORE_MAX,
+            "hover": kind in HOVER_DESCRIPTIONS,
+            "points": [
+                {"score": score, "label": SCALE_LABELS[kind][score], "description": RATING_CRITERIA[kind][score]}
+                for score in sorted(SCALE_LABELS[kind])
+            ],
+        }
+    else:
+        view["answers"] = [{"answer": a, "meaning": VERIFY_MEANINGS[a]} for a in VERIFY_ANSWERS]
+    return view
+
+
+def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
+    """The app over one store and round; ``store.init()`` and ``load_tasks`` have run."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    secret = store.secret()
+    per_session = RateLimiter(config.rate_per_second, config.burst)
+    per_address = RateLimiter(config.ip_rate_per_second, config.ip_rate_per_second * 2)
+    signins = RateLimiter(config.signins_per_minute / 60.0, config.signins_per_minute)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        now = config.clock()
+        address = request.client.host if request.client else "unknown"
+        session = request.cookies.get(SESSION_COOKIE)
+        limited = not per_address.allow(address, now) or (session is not None and not per_session.allow(token_hash(session), now))
+        response: Response = (
+            JSONResponse({"detail": "too many requests: slow down"}, status_code=429, headers={"Retry-After": "1"})
+            if limited
+            else await call_next(request)
+        )
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)
+        response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    def rater(request: Request) -> tuple[str, str]:
+        """(rater name, session key) of the signed-in rater; 401 otherwise."""
+        token = request.cookies.get(SESSION_COOKIE)
+        name = store.rater_of(token) if token else None
+        if name is None:
+            raise HTTPException(401, "sign in with the link you were given")
+        return name, token_hash(token)
+
+    Rater = Annotated[tuple[str, str], Depends(rater)]
+
+    @app.get("/signin", response_class=HTMLResponse)
+    def signin_page() -> HTMLResponse:
+        return HTMLResponse(assets.SIGNIN_HTML)
+
+    @app.post("/signin")
+    def signin(request: Request, token: Annotated[str, Form(max_length=256)]) -> Response:
+        address = request.client.host if request.client else "unknown"
+        if not signins.allow(address, config.clock()):
+            return JSONResponse(
+                {"detail": "too many sign-ins from your address: wait a minute"}, status_code=429, headers={"Retry-After": "60"}
+            )
+        if store.rater_of(token) is None:
+            return HTMLResponse(assets.SIGNIN_FAILED_HTML, status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict", path="/", max_age=30 * 24 * 3600)
+        return response
+
+    @app.post("/signout")
+    def signout() -> Response:
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    @app.get("/", response_class=HTMLResponse)
+    def page(request: Request) -> Response:
+        token = request.cookies.get(SESSION_COOKIE)
+        if not token or store.rater_of(token) is None:
+            return RedirectResponse("/signin", status_code=303)
+        return HTMLResponse(assets.RATER_HTML)
+
+    @app.get("/static/{name}")
+    def static(name: str) -> Response:
+        if name not in assets.STATIC:
+            raise HTTPException(404, "no such file")
+        body, media = assets.STATIC[name]
+        return Response(body, media_type=media, headers={"Cache-Control": "no-cache"})
+
+    @app.get("/api/batch")
+    def batch(who: Rater) -> dict[str, Any]:
+        name, session = who
+        assignment = store.assignment(name, config.clock(), config.replicas, config.timeout)
+        return {
+            "rater": name,
+            "csrf": csrf_token(secret, session),
+            "batch": batch_view(assignment, round_) if assignment else None,
+        }
+
+    @app.post("/api/submit")
+    def submit(body: SubmitIn, who: Rater, csrf: Annotated[str | None, Header(alias=CSRF_HEADER)] = None) -> dict[str, Any]:
+        name, session = who
+        if not csrf_ok(secret, session, csrf):
+            raise HTTPException(403, "the page's CSRF token is missing or wrong: reload the page")
+        answers = [Answer(a.position, a.score, a.answer, a.seconds) for a in body.answers]
+        try:
+            stored = store.submit(name, body.batch_id, answers, config.clock(), config.replicas)
+        except Refused as refused:
+            raise HTTPException(refused.status, str(refused)) from None
+        return {"stored": stored, "batch_id": body.batch_id}
+
+    @app.get("/api/image/{position}/{side}")
+    def image(position: int, side: str, batch: str, who: Rater) -> Response:
+        name, _ = who
+        held = store.held_batch(name, config.clock(), config.timeout)
+        row = round_.tasks.get((batch, position)) if held == batch else None
+        if row is None or side not in ("a", "b"):
+            raise HTTPException(404, "no such image in your batch")
+        return _image_file(row.id_a if side == "a" else row.id_b, round_, "private, max-age=3600")
+
+    @app.get("/api/example/{kind}/{number}/{side}")
+    def example_image(kind: str, number: int, side: str, who: Rater) -> Response:
+        examples = round_.examples.get(kind, ())
+        if not 0 <= number < len(examples) or side not in ("a", "b"):
+            raise HTTPException(404, "no such example")
+        chosen = examples[number].a if side == "a" else examples[number].b
+        if chosen.kind != "image":
+            raise HTTPException(404, "no such example image")
+        return _image_file(chosen.value, round_, "private, max-age=86400")
+
+    return BodyLimit(app, config.max_request_bytes)
+
+
+def _image_file(image_id: str, round_: Round, cache: str) -> Response:
+    path = round_.catalog.paths.get(image_id)
+    found = confined(path, round_.images) if path else None
+    if found is None:
+        raise HTTPException(404, "image file not found in the image folder")
+    return FileResponse(found, headers={"Cache-Control": cache})

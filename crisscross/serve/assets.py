@@ -1,0 +1,344 @@
+"""The rater page's own HTML, CSS and JavaScript, served by the app (no CDN, no fonts to fetch),
+kept as module text so an installed package carries them without package-data rules.
+
+The script builds every element with ``textContent`` and ``setAttribute``; no server value ever
+goes through ``innerHTML``, so a caption holding ``<script>`` or markup shows as the text it is.
+The slider starts unset (its thumb hidden) and a rater cannot move on without moving it; the
+absolute score is never shown (CxC appendix: so raters do not chase round numbers).
+"""
+
+from __future__ import annotations
+
+_HEAD = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="/static/rater.css">
+</head>
+"""
+
+RATER_HTML = (
+    _HEAD.format(title="Rating — crisscross")
+    + """<body>
+<header class="bar">
+  <span class="brand">Rating</span>
+  <span id="who"></span>
+  <form method="post" action="/signout"><button type="submit" class="link">Sign out</button></form>
+</header>
+<main id="app" aria-live="polite"><p>Loading…</p></main>
+<script src="/static/rater.js"></script>
+</body>
+</html>
+"""
+)
+
+SIGNIN_HTML = (
+    _HEAD.format(title="Sign in — crisscross")
+    + """<body>
+<main class="narrow">
+  <h1>Sign in</h1>
+  <p>Open the sign-in link you were given, or paste the token from it.</p>
+  <form method="post" action="/signin" id="signin">
+    <label for="token">Token</label>
+    <input id="token" name="token" type="password" autocomplete="off" required maxlength="256">
+    <button type="submit">Sign in</button>
+  </form>
+</main>
+<script src="/static/signin.js"></script>
+</body>
+</html>
+"""
+)
+
+SIGNIN_FAILED_HTML = (
+    _HEAD.format(title="Sign in — crisscross")
+    + """<body>
+<main class="narrow">
+  <h1>Sign in</h1>
+  <p class="error" role="alert">That token signs nobody in. Ask whoever runs the round for a new link.</p>
+  <p><a href="/signin">Try again</a></p>
+</main>
+</body>
+</html>
+"""
+)
+
+SIGNIN_JS = """"use strict";
+// The link carries the token in its #fragment, which browsers never send to a server: post it.
+(function () {
+  const match = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+  if (!match) return;
+  history.replaceState(null, "", window.location.pathname);
+  document.getElementById("token").value = decodeURIComponent(match[1]);
+  document.getElementById("signin").submit();
+})();
+"""
+
+RATER_CSS = """*,*::before,*::after{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%}
+body{margin:0;font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d232b;background:#f4f5f7;overflow-wrap:anywhere}
+.bar{display:flex;gap:1rem;align-items:center;padding:.6rem 1rem;background:#24344d;color:#fff}
+.bar .brand{font-weight:600}.bar #who{flex:1;opacity:.85}
+.bar form{margin:0}
+button{font:inherit;cursor:pointer;border-radius:6px;border:1px solid #24344d;background:#24344d;color:#fff;padding:.55rem 1.1rem}
+button.secondary{background:#fff;color:#24344d}
+button.link{background:none;border:none;color:inherit;text-decoration:underline;padding:0}
+main{max-width:60rem;margin:0 auto;padding:1rem}
+main.narrow{max-width:28rem}
+input[type=password]{display:block;width:100%;font:inherit;padding:.5rem;margin:.3rem 0 1rem}
+h1,h2{line-height:1.2}h2{font-size:1.05rem;margin:1rem 0 .5rem}
+.card{background:#fff;border:1px solid #d8dce3;border-radius:8px;padding:1rem;margin:0 0 1rem}
+details.instructions summary{cursor:pointer;font-weight:600}
+.pre{white-space:pre-wrap}
+.progress{display:flex;gap:.75rem;align-items:center;margin:0 0 1rem}
+.progress progress{flex:1;min-width:0;height:.8rem}
+.pair{display:grid;grid-template-columns:1fr;gap:1rem}
+@media (min-width:40rem){.pair{grid-template-columns:1fr 1fr}}
+.side{min-width:0}
+.side .label{font-size:.85rem;color:#5a6472;margin:0 0 .25rem}
+.side .caption{margin:0;padding:.75rem;background:#f7f8fa;border-left:4px solid #24344d;font-size:1.1rem}
+.side img{display:block;max-width:100%;height:auto;border-radius:4px}
+.examples .example{border-top:1px solid #e4e7ec;padding:.75rem 0}
+.examples .example:first-of-type{border-top:0}
+.examples .pair{gap:.5rem}.examples img{max-height:12rem;width:auto}
+.examples .verdict{margin:.5rem 0 0;font-style:italic}
+.question{font-weight:600;margin:1rem 0 .5rem}
+.scale{position:relative;margin:1rem 0 .5rem}
+.scale input[type=range]{display:block;width:calc(100% * 5 / 6);margin:0 calc(100% / 12);height:2rem;-webkit-appearance:none;appearance:none;background:transparent}
+.scale input[type=range]::-webkit-slider-runnable-track{height:.5rem;background:#cfd4dc;border-radius:.25rem}
+.scale input[type=range]::-moz-range-track{height:.5rem;background:#cfd4dc;border-radius:.25rem}
+.scale input[type=range]::-webkit-slider-thumb{-webkit-appearance:none;width:1.4rem;height:1.4rem;margin-top:-.45rem;border-radius:50%;background:#24344d;border:2px solid #fff;box-shadow:0 0 0 1px #24344d}
+.scale input[type=range]::-moz-range-thumb{width:1.2rem;height:1.2rem;border-radius:50%;background:#24344d;border:2px solid #fff}
+.scale input[type=range]:focus-visible{outline:2px solid #24344d;outline-offset:4px}
+.scale input.unset::-webkit-slider-thumb{opacity:0}
+.scale input.unset::-moz-range-thumb{opacity:0}
+.ticks{list-style:none;margin:.25rem 0 0;padding:0;display:grid;grid-template-columns:repeat(6,minmax(0,1fr));gap:.2rem}
+.ticks li{font-size:.78rem;text-align:center;color:#3a4350;min-width:0;position:static}
+.ticks li b{display:block;font-size:.95rem}
+.ticks .tip{display:none;position:absolute;left:0;right:0;top:100%;margin-top:.25rem;padding:.5rem .75rem;background:#1d232b;color:#fff;border-radius:6px;text-align:left;z-index:2;font-size:.85rem}
+.ticks li.hover{cursor:help;text-decoration:underline dotted}
+.ticks li.hover:hover .tip,.ticks li.hover:focus .tip{display:block}
+.legend{display:none;list-style:none;margin:.5rem 0 0;padding:0;font-size:.85rem;color:#3a4350}
+@media (max-width:30rem){.ticks .short{display:none}.legend{display:block}}
+.answers{border:0;padding:0;margin:1rem 0 .5rem}
+.answers label{display:block;padding:.6rem .75rem;margin:.4rem 0;border:1px solid #d8dce3;border-radius:6px;background:#fff;cursor:pointer}
+.answers label:has(input:checked){border-color:#24344d;background:#e9eef6}
+.answers .meaning{display:block;font-size:.85rem;color:#5a6472;margin-left:1.6rem}
+.nav{display:flex;gap:.75rem;flex-wrap:wrap;justify-content:space-between;margin-top:1rem}
+.error{color:#a1121b;font-weight:600;min-height:1.45em;margin:.5rem 0}
+.done{font-size:1.1rem}
+"""
+
+RATER_JS = """"use strict";
+(function () {
+  const app = document.getElementById("app");
+  let view = null;   // the server's answer to /api/batch
+  let state = null;  // {index, answers[], seconds[], shownAt}
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "text") node.textContent = value;
+      else if (key === "class") node.className = value;
+      else node.setAttribute(key, value);
+    }
+    for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
+    return node;
+  }
+
+  async function load() {
+    const response = await fetch("/api/batch", {credentials: "same-origin", cache: "no-store"});
+    if (response.status === 401) { window.location.assign("/signin"); return; }
+    if (!response.ok) { showError("The server could not give you a batch (" + response.status + "). Try again in a moment."); return; }
+    view = await response.json();
+    document.getElementById("who").textContent = view.rater;
+    app.dataset.batch = view.batch ? view.batch.id : "none";  // what is on screen, for tests and styles
+    if (!view.batch) { renderDone(); return; }
+    const saved = restore(view.batch.id);
+    const n = view.batch.items.length;
+    state = saved || {index: 0, answers: new Array(n).fill(null), seconds: new Array(n).fill(0)};
+    render();
+  }
+
+  function storageKey(id) { return "crisscross:" + view.rater + ":" + id; }
+  function save() { try { sessionStorage.setItem(storageKey(view.batch.id), JSON.stringify(state)); } catch (e) { /* private mode */ } }
+  function restore(id) {
+    try { const text = sessionStorage.getItem(storageKey(id)); return text ? JSON.parse(text) : null; } catch (e) { return null; }
+  }
+
+  function renderDone() {
+    app.replaceChildren(el("div", {class: "card done"}, [
+      el("p", {text: "No batch is waiting for you right now. Thank you!"}),
+      el("p", {text: "Come back later, or reload the page to check again."}),
+    ]));
+  }
+
+  function showError(message) {
+    const box = document.getElementById("error");
+    if (box) box.textContent = message; else app.replaceChildren(el("p", {class: "error", role: "alert", text: message}));
+  }
+
+  function side(value, label) {
+    const body = value.text !== undefined
+      ? el("p", {class: "caption", text: value.text})
+      : el("img", {src: value.image, alt: label});
+    return el("div", {class: "side"}, [el("p", {class: "label", text: label}), body]);
+  }
+
+  function pair(item, labels) { return el("div", {class: "pair"}, [side(item.a, labels[0]), side(item.b, labels[1])]); }
+
+  function instructions(batch) {
+    return el("section", {class: "card", "aria-label": "Instructions"}, [
+      el("p", {class: "pre", text: batch.summary}),
+      el("details", {class: "instructions"}, [
+        el("summary", {text: "Detailed instructions (click to show/hide)"}),
+        el("div", {class: "pre", text: batch.instructions}),
+      ]),
+    ]);
+  }
+
+  function examples(batch) {
+    if (!batch.examples.length) return null;
+    return el("section", {class: "card examples", "aria-label": "Worked examples"}, [
+      el("h2", {text: "Worked examples"}),
+      ...batch.examples.map((example) => el("div", {class: "example"}, [
+        pair(example, batch.labels),
+        el("p", {class: "verdict", text: example.verdict}),
+      ])),
+    ]);
+  }
+
+  function slider(batch, current) {
+    const scale = batch.scale;
+    const input = el("input", {type: "range", min: String(scale.min), max: String(scale.max), step: "0.01",
+                               "aria-label": "Similarity score from " + scale.min + " to " + scale.max});
+    input.value = current === null ? String((scale.min + scale.max) / 2) : String(current.score);
+    if (current === null) input.classList.add("unset");
+    input.addEventListener("input", () => {
+      input.classList.remove("unset");
+      setAnswer({score: Number(input.value)});
+    });
+    const ticks = el("ol", {class: "ticks"}, scale.points.map((point) => {
+      const tip = scale.hover ? el("span", {class: "tip", role: "tooltip", text: "(" + point.score + ") " + point.description}) : null;
+      const attrs = scale.hover ? {class: "hover", tabindex: "0"} : {title: point.description};
+      return el("li", attrs, [el("b", {text: String(point.score)}), el("span", {class: "short", text: point.label}), tip]);
+    }));
+    // On a phone the labels do not fit under the scale: they are listed beneath it instead.
+    const legend = el("ol", {class: "legend", "aria-hidden": "true"},
+      scale.points.map((point) => el("li", {}, [el("b", {text: String(point.score) + " "}), point.label])));
+    return el("div", {class: "scale"}, [input, ticks, legend]);
+  }
+
+  function choices(batch, current) {
+    return el("fieldset", {class: "answers"}, [
+      el("legend", {class: "question", text: "Your answer"}),
+      ...batch.answers.map((choice) => {
+        const input = el("input", {type: "radio", name: "answer", value: choice.answer});
+        input.checked = current !== null && current.answer === choice.answer;
+        input.addEventListener("change", () => setAnswer({answer: choice.answer}));
+        return el("label", {}, [input, " ", el("span", {text: choice.answer}), el("span", {class: "meaning", text: choice.meaning})]);
+      }),
+    ]);
+  }
+
+  function setAnswer(value) {
+    state.answers[state.index] = value;
+    document.getElementById("error").textContent = "";
+    save();
+  }
+
+  function leaveItem() {
+    const now = performance.now();
+    if (state.shownAt !== undefined && state.shownAt !== null) state.seconds[state.index] += (now - state.shownAt) / 1000;
+    state.shownAt = null;
+    save();
+  }
+
+  function render() {
+    const batch = view.batch;
+    const n = batch.items.length;
+    const item = batch.items[state.index];
+    const current = state.answers[state.index];
+    const last = state.index === n - 1;
+    const control = batch.scale ? slider(batch, current) : choices(batch, current);
+    const back = el("button", {type: "button", class: "secondary", text: "Back"});
+    back.disabled = state.index === 0;
+    back.addEventListener("click", () => { leaveItem(); state.index -= 1; render(); });
+    const next = el("button", {type: "button", id: last ? "submit" : "next", text: last ? "Submit batch" : "Next"});
+    next.addEventListener("click", () => (last ? submit() : advance()));
+    app.replaceChildren(
+      instructions(batch),
+      examples(batch),
+      el("section", {class: "card task", "aria-label": "Pair to rate"}, [
+        el("div", {class: "progress"}, [
+          el("span", {id: "position", text: "Item " + (state.index + 1) + " of " + n}),
+          el("progress", {max: String(n), value: String(state.answers.filter((a) => a !== null).length)}),
+        ]),
+        pair(item, batch.labels),
+        batch.question ? el("p", {class: "question", text: batch.question}) : null,
+        control,
+        el("p", {id: "error", class: "error", role: "alert"}),
+        el("div", {class: "nav"}, [back, next]),
+      ]),
+    );
+    state.shownAt = performance.now();
+  }
+
+  function missing() {
+    return view.batch.scale ? "Move the slider to give a score before going on." : "Choose one of the four answers before going on.";
+  }
+
+  function advance() {
+    if (state.answers[state.index] === null) { showError(missing()); return; }
+    leaveItem();
+    state.index += 1;
+    render();
+    window.scrollTo(0, 0);
+  }
+
+  async function submit() {
+    if (state.answers[state.index] === null) { showError(missing()); return; }
+    const gap = state.answers.findIndex((a) => a === null);
+    if (gap >= 0) { showError("Item " + (gap + 1) + " has no answer yet: go back to it."); return; }
+    leaveItem();
+    const batch = view.batch;
+    const answers = batch.items.map((item, i) => Object.assign({position: item.position, seconds: state.seconds[i]}, state.answers[i]));
+    const button = document.getElementById("submit");
+    button.disabled = true;
+    const response = await fetch("/api/submit", {
+      method: "POST", credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "X-CSRF-Token": view.csrf},
+      body: JSON.stringify({batch_id: batch.id, answers: answers}),
+    });
+    if (response.ok) {
+      delete app.dataset.batch;
+      try { sessionStorage.removeItem(storageKey(batch.id)); } catch (e) { /* private mode */ }
+      app.replaceChildren(el("p", {class: "card", text: "Batch submitted. Loading the next one…"}));
+      await load();
+      window.scrollTo(0, 0);
+      return;
+    }
+    let detail = "the server refused the batch (" + response.status + ")";
+    try { const body = await response.json(); if (typeof body.detail === "string") detail = body.detail; } catch (e) { /* not JSON */ }
+    state.shownAt = performance.now();
+    button.disabled = false;
+    showError("Not submitted: " + detail);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!state || !view || !view.batch) return;
+    if (document.hidden) leaveItem(); else state.shownAt = performance.now();
+  });
+
+  load();
+})();
+"""
+
+# name → (body, media type) for /static/<name>
+STATIC: dict[str, tuple[str, str]] = {
+    "rater.css": (RATER_CSS, "text/css; charset=utf-8"),
+    "rater.js": (RATER_JS, "text/javascript; charset=utf-8"),
+    "signin.js": (SIGNIN_JS, "text/javascript; charset=utf-8"),
+}

@@ -1,0 +1,477 @@
+"""The rater app's database: raters, the round's tasks, batch assignments and judgments.
+
+One schema, two backends chosen by the location's form (:data:`BACKENDS`): a file path is SQLite
+(embedded, WAL mode, the default), a ``postgresql://`` URL is PostgreSQL through pg8000 (pure
+Python, already pinned by Beam's GCP extra).  SQL is written once with ``?`` placeholders.
+
+Rules the store keeps, whatever the web layer does:
+
+* a rater's token is kept only as its SHA-256 (tokens are 256 random bits, so no salt or stretch
+  is needed) and compared in constant time;
+* each batch goes to ``replicas`` distinct raters, a rater never gets the same batch twice (nor a
+  batch holding an item they already judged), and holds one batch at a time;
+* an assignment not submitted within ``timeout`` seconds is released: its slot goes to the next
+  rater who asks.  A late submit of a released assignment is still taken while the batch lacks
+  ratings, and refused (:class:`Refused`) once ``replicas`` raters have submitted it;
+* one transaction per submitted batch; ``UNIQUE (rater, item_id)`` means a double submit cannot
+  create a second judgment (the second submit is answered "already submitted").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+import secrets
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, SCORE_MAX, SCORE_MIN, TASK_TYPES, VERIFY_ANSWERS, task_type
+from crisscross.core.errors import InputError, UserError
+
+SCHEMA_VERSION = "1"
+RATER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS raters (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS tasks (
+        batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL, task_type TEXT NOT NULL,
+        id_a TEXT NOT NULL, id_b TEXT NOT NULL, gold TEXT NOT NULL, PRIMARY KEY (batch_id, position))""",
+    "CREATE INDEX IF NOT EXISTS tasks_item ON tasks (item_id)",
+    "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, size INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS assignments (
+        batch_id TEXT NOT NULL, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL,
+        submitted DOUBLE PRECISION, released INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (batch_id, rater))""",
+    "CREATE INDEX IF NOT EXISTS assignments_rater ON assignments (rater)",
+    """CREATE TABLE IF NOT EXISTS judgments (
+        rater TEXT NOT NULL, batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL,
+        task_type TEXT NOT NULL, score DOUBLE PRECISION, answer TEXT, seconds DOUBLE PRECISION, time TEXT NOT NULL,
+        UNIQUE (rater, item_id), UNIQUE (rater, batch_id, position))""",
+)
+
+
+class StoreError(UserError, ValueError):
+    """The database cannot be used as asked (wrong location, other tasks, unknown rater)."""
+
+
+class Refused(ValueError):
+    """A submit the store will not take; ``status`` is the HTTP status the app answers with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How to reach one kind of database: connect, start a write transaction, lock for assignment."""
+
+    name: str
+    connect: Callable[[], Any]
+    begin: str  # starts a transaction that will write
+    lock: str  # serialises assignment (so two raters never take the last slot of a batch)
+    placeholder: str
+    integrity_error: type[Exception]
+
+
+def _sqlite(path: str) -> Backend:
+    def connect() -> sqlite3.Connection:
+        connection = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")  # an acknowledged submit survives a power cut
+        connection.execute("PRAGMA foreign_keys=ON")
+        return connection
+
+    return Backend("sqlite", connect, "BEGIN IMMEDIATE", "", "?", sqlite3.IntegrityError)
+
+
+def _postgres(url: str) -> Backend:
+    import pg8000.dbapi  # only where a team runs PostgreSQL
+
+    parts = urlsplit(url)
+    options = {
+        "user": unquote(parts.username or "postgres"),
+        "password": unquote(parts.password) if parts.password else None,
+        "host": parts.hostname or "localhost",
+        "port": parts.port or 5432,
+        "database": unquote(parts.path.lstrip("/")) or None,
+    }
+
+    def connect() -> Any:
+        return pg8000.dbapi.connect(**options)
+
+    return Backend("postgresql", connect, "BEGIN", "LOCK TABLE assignments IN SHARE ROW EXCLUSIVE MODE", "%s", pg8000.dbapi.IntegrityError)
+
+
+# URL scheme → backend; anything without a scheme is a SQLite file path.
+BACKENDS: dict[str, Callable[[str], Backend]] = {"postgresql": _postgres, "postgres": _postgres, "sqlite": _sqlite}
+
+
+def backend_for(location: str) -> Backend:
+    scheme = urlsplit(location).scheme if "://" in location else ""
+    if not scheme:
+        return _sqlite(location)
+    if scheme not in BACKENDS:
+        raise StoreError(f"database {redact(location)}: unknown scheme {scheme!r}; give a SQLite file path or a postgresql:// URL")
+    return BACKENDS[scheme](location if scheme != "sqlite" else urlsplit(location).path)
+
+
+def redact(location: str) -> str:
+    """The location without its password, for messages and reports."""
+    if "://" not in location:
+        return location
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    return location.replace(f":{parts.password}@", ":***@", 1)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def now_iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    batch_id: str
+    position: int
+    item_id: str
+    task_type: str
+    id_a: str
+    id_b: str
+    gold: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    batch_id: str
+    task_type: str
+    started: float
+    items: tuple[TaskRow, ...]  # by position; gold stays on the server
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a rater gave for one position of their batch."""
+
+    position: int
+    score: float | None
+    answer: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TypeProgress:
+    task_type: str
+    batches: int
+    done: int  # rated by ``replicas`` raters
+    assigned: int  # someone holds it (or has rated it), not done
+    open: int  # nobody holds it
+    judgments: int
+
+
+class Store:
+    """The database behind the app; every method is one transaction on its own connection."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.backend = backend_for(location)
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _connection(self) -> Any:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            try:
+                connection = self.backend.connect()
+            except (OSError, sqlite3.Error) as error:
+                raise StoreError(f"cannot open database {redact(self.location)}: {error}") from error
+            except Exception as error:  # pg8000's interface errors name no common base with sqlite3's
+                raise StoreError(f"cannot open database {redact(self.location)}: {str(error).splitlines()[0]}") from error
+            self._local.connection = connection
+        return connection
+
+    def _sql(self, statement: str) -> str:
+        return statement if self.backend.placeholder == "?" else statement.replace("?", self.backend.placeholder)
+
+    @contextmanager
+    def _transaction(self, write: bool = True, lock: bool = False) -> Iterator[Callable[..., Any]]:
+        """``run(sql, params)`` inside one transaction, committed on success, rolled back otherwise."""
+        connection = self._connection()
+        cursor = connection.cursor()
+        if self.backend.name == "sqlite":
+            cursor.execute(self.backend.begin if write else "BEGIN")
+        if lock and self.backend.lock:
+            cursor.execute(self.backend.lock)
+
+        def run(statement: str, params: Sequence[Any] = ()) -> Any:
+            cursor.execute(self._sql(statement), tuple(params))
+            return cursor
+
+        try:
+            yield run
+        except BaseException:
+            connection.rollback()
+            raise
+        connection.commit()
+
+    # ------------------------------------------------------------------ setup
+
+    def init(self) -> None:
+        """Create the tables (idempotent) and the server secret that CSRF tokens are made from."""
+        with self._transaction() as run:
+            for statement in _TABLES:
+                run(statement)
+            found = run("SELECT value FROM meta WHERE key = 'schema'").fetchall()
+            if found and found[0][0] != SCHEMA_VERSION:
+                raise StoreError(f"database {redact(self.location)} has schema {found[0][0]}, this version reads {SCHEMA_VERSION}")
+            if not found:
+                run("INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,))
+                run("INSERT INTO meta (key, value) VALUES ('secret', ?)", (secrets.token_hex(32),))
+
+    def secret(self) -> bytes:
+        with self._transaction(write=False) as run:
+            rows = run("SELECT value FROM meta WHERE key = 'secret'").fetchall()
+        if not rows:
+            raise StoreError(f"database {redact(self.location)} is not set up: run crisscross serve first")
+        return bytes.fromhex(rows[0][0])
+
+    def load_tasks(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Put the round's task rows in (idempotent); returns how many were new.  A database that
+        holds a different item at a (batch, position) belongs to another round: refused."""
+        tasks = [
+            TaskRow(
+                str(r["batch_id"]),
+                int(r["position"]),
+                str(r["item_id"]),
+                str(r["task_type"]),
+                str(r["id_a"]),
+                str(r["id_b"]),
+                r["gold"] or NOT_GOLD,
+            )
+            for r in rows
+        ]
+        kinds: dict[str, set[str]] = {}
+        for t in tasks:
+            kinds.setdefault(t.batch_id, set()).add(t.task_type)
+        mixed = sorted(b for b, k in kinds.items() if len(k) > 1)
+        if mixed:
+            raise StoreError(f"tasks: batch {mixed[0]} mixes task types {sorted(kinds[mixed[0]])}")
+        with self._transaction() as run:
+            known = {(b, p): i for b, p, i in run("SELECT batch_id, position, item_id FROM tasks").fetchall()}
+            clash = next((t for t in tasks if known.get((t.batch_id, t.position), t.item_id) != t.item_id), None)
+            if clash:
+                raise StoreError(
+                    f"database {redact(self.location)} holds another round: {clash.batch_id} position {clash.position} is "
+                    f"{known[(clash.batch_id, clash.position)]} there, {clash.item_id} in these tasks; use a new --db per round"
+                )
+            new = [t for t in tasks if (t.batch_id, t.position) not in known]
+            for t in new:
+                run(
+                    "INSERT INTO tasks (batch_id, position, item_id, task_type, id_a, id_b, gold) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (t.batch_id, t.position, t.item_id, t.task_type, t.id_a, t.id_b, t.gold),
+                )
+            run("DELETE FROM batches")
+            run("INSERT INTO batches (batch_id, task_type, size) SELECT batch_id, MIN(task_type), COUNT(*) FROM tasks GROUP BY batch_id")
+        return len(new)
+
+    # ------------------------------------------------------------------ raters
+
+    def add_rater(self, name: str, created: float, replace: bool = False) -> str:
+        """A new sign-in token for ``name`` (shown once; only its hash is kept)."""
+        if not RATER_NAME.fullmatch(name):
+            raise StoreError(f"rater name {name!r}: use 1–64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
+        token = secrets.token_urlsafe(32)
+        with self._transaction() as run:
+            exists = run("SELECT 1 FROM raters WHERE name = ?", (name,)).fetchall()
+            if exists and not replace:
+                raise StoreError(f"rater {name} exists; add --new-token to replace their token (the old link stops working)")
+            if exists:
+                run("UPDATE raters SET token_hash = ? WHERE name = ?", (token_hash(token), name))
+            else:
+                run("INSERT INTO raters (name, token_hash, created) VALUES (?, ?, ?)", (name, token_hash(token), now_iso(created)))
+        return token
+
+    def rater_of(self, token: str) -> str | None:
+        """The rater a token signs in, compared in constant time; None for any other token."""
+        wanted = token_hash(token)
+        with self._transaction(write=False) as run:
+            rows = run("SELECT name, token_hash FROM raters WHERE token_hash = ?", (wanted,)).fetchall()
+        return rows[0][0] if rows and hmac.compare_digest(rows[0][1], wanted) else None
+
+    # ------------------------------------------------------------------ assignment
+
+    def _release_expired(self, run: Callable[..., Any], now: float, timeout: float) -> None:
+        run("UPDATE assignments SET released = 1 WHERE submitted IS NULL AND released = 0 AND started < ?", (now - timeout,))
+
+    def assignment(self, rater: str, now: float, replicas: int, timeout: float) -> Assignment | None:
+        """The rater's batch: the one they hold, else the next batch with a free slot (batches
+        others already started first, so batches finish; then by id), else None."""
+        with self._transaction(lock=True) as run:
+            self._release_expired(run, now, timeout)
+            held = run(
+                "SELECT batch_id, started FROM assignments WHERE rater = ? AND submitted IS NULL AND released = 0 ORDER BY batch_id",
+                (rater,),
+            ).fetchall()
+            if held:
+                batch_id, started = held[0]
+            else:
+                taken = "(SELECT COUNT(*) FROM assignments a WHERE a.batch_id = b.batch_id AND (a.submitted IS NOT NULL OR a.released = 0))"
+                found = run(
+                    f"""SELECT b.batch_id FROM batches b
+                    WHERE {taken} < ?
+                      AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.batch_id = b.batch_id AND a.rater = ?)
+                      AND NOT EXISTS (SELECT 1 FROM tasks t JOIN judgments j ON j.item_id = t.item_id AND j.rater = ?
+                                      WHERE t.batch_id = b.batch_id)
+                    ORDER BY {taken} DESC, b.batch_id LIMIT 1""",
+                    (replicas, rater, rater),
+                ).fetchall()
+                if not found:
+                    return None
+                batch_id, started = found[0][0], now
+                run("INSERT INTO assignments (batch_id, rater, started) VALUES (?, ?, ?)", (batch_id, rater, now))
+            items = run(
+                "SELECT batch_id, position, item_id, task_type, id_a, id_b, gold FROM tasks WHERE batch_id = ? ORDER BY position",
+                (batch_id,),
+            ).fetchall()
+        rows = tuple(TaskRow(*row) for row in items)
+        return Assignment(batch_id, rows[0].task_type, float(started), rows)
+
+    def held_batch(self, rater: str, now: float, timeout: float) -> str | None:
+        """The batch the rater holds now (assigned, not submitted, not past the time limit)."""
+        with self._transaction(write=False) as run:
+            rows = run(
+                "SELECT batch_id FROM assignments WHERE rater = ? AND submitted IS NULL AND released = 0 AND started >= ?",
+                (rater, now - timeout),
+            ).fetchall()
+        return rows[0][0] if rows else None
+
+    def submit(self, rater: str, batch_id: str, answers: Sequence[Answer], now: float, replicas: int) -> bool:
+        """Store a whole batch in one transaction; False when it was already stored (a double
+        submit), :class:`Refused` when it cannot be taken."""
+        with self._transaction(lock=True) as run:
+            rows = run("SELECT submitted, released FROM assignments WHERE batch_id = ? AND rater = ?", (batch_id, rater)).fetchall()
+            if not rows:
+                raise Refused(403, f"batch {batch_id} is not assigned to you")
+            submitted, released = rows[0]
+            if submitted is not None:
+                return False
+            if released:
+                done = run("SELECT COUNT(*) FROM assignments WHERE batch_id = ? AND submitted IS NOT NULL", (batch_id,)).fetchone()[0]
+                if done >= replicas:
+                    raise Refused(409, f"batch {batch_id} was released after the time limit and has since been rated by {done} others")
+            items = [
+                TaskRow(*r)
+                for r in run(
+                    "SELECT batch_id, position, item_id, task_type, id_a, id_b, gold FROM tasks WHERE batch_id = ? ORDER BY position",
+                    (batch_id,),
+                ).fetchall()
+            ]
+            checked = check_answers(items, answers)
+            claimed = run(
+                "UPDATE assignments SET submitted = ?, released = 0 WHERE batch_id = ? AND rater = ? AND submitted IS NULL",
+                (now, batch_id, rater),
+            )
+            if claimed.rowcount != 1:
+                return False
+            moment = now_iso(now)
+            try:
+                for item, answer in checked:
+                    run(
+                        "INSERT INTO judgments (rater, batch_id, position, item_id, task_type, score, answer, seconds, time) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (rater, batch_id, item.position, item.item_id, item.task_type, answer.score, answer.answer, answer.seconds, moment),
+                    )
+            except self.backend.integrity_error as error:
+                raise Refused(409, f"batch {batch_id} holds an item you have already judged") from error
+        return True
+
+    # ------------------------------------------------------------------ reading
+
+    def judgments(self) -> list[dict[str, Any]]:
+        """Every stored judgment with its batch and position, in a stable order."""
+        with self._transaction(write=False) as run:
+            rows = run(
+                "SELECT rater, batch_id, position, item_id, task_type, score, answer, seconds, time FROM judgments "
+                "ORDER BY batch_id, position, rater"
+            ).fetchall()
+        columns = ("worker", "batch_id", "position", "item_id", "task_type", "score", "answer", "seconds", "time")
+        return [dict(zip(columns, row, strict=True)) for row in rows]
+
+    def gold(self) -> dict[str, str]:
+        """item_id → "positive" / "negative", for the operator's gold accuracy."""
+        with self._transaction(write=False) as run:
+            rows = run("SELECT DISTINCT item_id, gold FROM tasks WHERE gold IN (?, ?)", (GOLD_POSITIVE, GOLD_NEGATIVE)).fetchall()
+        return dict(rows)
+
+    def progress(self, replicas: int, now: float, timeout: float) -> list[TypeProgress]:
+        """Per task type: batches done (rated ``replicas`` times), assigned (held or partly rated), open."""
+        with self._transaction(write=False) as run:
+            batches = run(
+                """SELECT b.task_type, b.batch_id,
+                  (SELECT COUNT(*) FROM assignments a WHERE a.batch_id = b.batch_id AND a.submitted IS NOT NULL),
+                  (SELECT COUNT(*) FROM assignments a WHERE a.batch_id = b.batch_id AND a.submitted IS NULL AND a.released = 0
+                     AND a.started >= ?)
+                FROM batches b ORDER BY b.batch_id""",
+                (now - timeout,),
+            ).fetchall()
+            judged = dict(run("SELECT task_type, COUNT(*) FROM judgments GROUP BY task_type").fetchall())
+        out = []
+        for kind in TASK_TYPES:
+            of_kind = [(done, held) for k, _, done, held in batches if k == kind]
+            if not of_kind:
+                continue
+            done = sum(1 for d, _ in of_kind if d >= replicas)
+            assigned = sum(1 for d, h in of_kind if d < replicas and (d or h))
+            out.append(TypeProgress(kind, len(of_kind), done, assigned, len(of_kind) - done - assigned, int(judged.get(kind, 0))))
+        return out
+
+
+def check_answers(items: Sequence[TaskRow], answers: Sequence[Answer]) -> list[tuple[TaskRow, Answer]]:
+    """Each item of the batch paired with its answer; :class:`Refused` (422) naming the first
+    problem when an item is unanswered, answered twice, or answered with the wrong kind of value."""
+    by_position: dict[int, Answer] = {}
+    for answer in answers:
+        if answer.position in by_position:
+            raise Refused(422, f"item {answer.position} is answered twice")
+        by_position[answer.position] = answer
+    stray = sorted(set(by_position) - {item.position for item in items})
+    if stray:
+        raise Refused(422, f"this batch has no item {stray[0]}")
+    out = []
+    for item in items:
+        answer = by_position.get(item.position)
+        if answer is None:
+            raise Refused(422, f"item {item.position} has no {'score' if task_type(item.task_type).rated else 'answer'}: rate every item")
+        if task_type(item.task_type).rated:
+            if answer.score is None or not math.isfinite(answer.score) or not SCORE_MIN <= answer.score <= SCORE_MAX:
+                raise Refused(422, f"item {item.position} needs a score from {SCORE_MIN:g} to {SCORE_MAX:g}: move the slider")
+            if answer.answer is not None:
+                raise Refused(422, f"item {item.position} takes a score, not an answer")
+        elif answer.answer not in VERIFY_ANSWERS or answer.score is not None:
+            raise Refused(422, f"item {item.position} needs one of the four answers")
+        if not math.isfinite(answer.seconds) or answer.seconds < 0:
+            raise Refused(422, f"item {item.position}: seconds must be a finite number >= 0")
+        out.append((item, answer))
+    return out
+
+
+def open_store(location: str) -> Store:
+    """The store at ``location``, which must already be set up (by ``crisscross serve``)."""
+    if "://" not in location and not Path(location).is_file():
+        raise InputError(f"no rater database {location}: start crisscross serve with --db {location} first")
+    store = Store(location)
+    store.secret()
+    return store

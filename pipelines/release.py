@@ -1,0 +1,119 @@
+"""``crisscross release``: the rated rounds → a versioned, checksummed, documented dataset release.
+
+``crisscross release --rated A,B,C --items DIR --out DIR [...]`` builds one
+(:mod:`crisscross.release.build`); ``crisscross release verify DIR`` checks a release's checksums
+and counts; ``crisscross release diff A B`` prints what changed from A to B and the bump it needs.
+The release is whole-table work (joins, a diff, checksums), so no Beam pipeline runs here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from crisscross.pipelines.stage import configure_logging, load_params, read_params
+from crisscross.release.build import ReleaseRequest, ReleaseSettings, build, diff_releases, rounds_from
+from crisscross.release.manifest import verify
+
+STAGE = "release"
+DESCRIPTION = "Build a versioned dataset release from the rated rounds (also: `release verify DIR`, `release diff A B`)."
+
+
+def _paths(text: str | None) -> list[str]:
+    return [p for p in (text or "").split(",") if p]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"crisscross {STAGE}", description=DESCRIPTION)
+    p.add_argument(
+        "--rated", required=True, help="aggregate outputs, one per round, comma-joined (build/rated,build/sits/rated,build/verify/rated)"
+    )
+    p.add_argument("--judgments", default=None, help="annotate outputs in the same order, comma-joined: adds gold and excluded judgments")
+    p.add_argument("--items", required=True, help="the ingest output (splits, caption text)")
+    p.add_argument("--out", required=True, help="release folder (replaced atomically on success)")
+    p.add_argument("--params", default=None, help="params YAML; its 'release' section is read and the whole file is recorded")
+    p.add_argument(
+        "--version", default=None, help="MAJOR.MINOR.PATCH, or 'auto' for the smallest the diff allows (default: release.version)"
+    )
+    p.add_argument("--date", default=None, help="release date YYYY-MM-DD (default: release.date, then $SOURCE_DATE_EPOCH, then today)")
+    p.add_argument("--previous", default=None, help="the release this one follows (default: release.previous); may be --out itself")
+    p.add_argument("--simulated", action="store_true", help="required to release simulated judgments (labelled -simulated)")
+    p.add_argument("--positives", default=None, help="the positives stage output (ECCV-shaped maps, bias audit)")
+    p.add_argument("--karpathy", default=None, help="Karpathy dataset_coco.json for the CxC merge (default: built from --items)")
+    p.add_argument("--embeddings", default=None, help="the embed stage output, for encoder names and versions on the card")
+    p.add_argument("--attribution", default=None, help="per-image licence CSV of the source (e.g. data/demo/ATTRIBUTION.csv)")
+    p.add_argument("--lock", default="dvc.lock", help="dvc.lock whose output hashes are recorded (skipped when absent)")
+    return p
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    if argv[:1] == ["verify"]:
+        return verify_command(argv[1:])
+    if argv[:1] == ["diff"]:
+        return diff_command(argv[1:])
+    configure_logging()
+    started = time.perf_counter()
+    flags = parser().parse_args(argv)
+    _, _, settings = load_params(flags.params, STAGE, ReleaseSettings)
+    optional = lambda value: Path(value) if value else None
+    previous = flags.previous or settings.previous
+    request = ReleaseRequest(
+        rounds=rounds_from(_paths(flags.rated), _paths(flags.judgments)),
+        items=Path(flags.items),
+        out=Path(flags.out.rstrip("/")),
+        settings=settings,
+        params=read_params(flags.params),
+        version=flags.version or settings.version,
+        date=flags.date or settings.date,
+        simulated=flags.simulated,
+        previous=optional(previous),
+        positives=optional(flags.positives),
+        karpathy=optional(flags.karpathy),
+        embeddings=optional(flags.embeddings),
+        attribution=optional(flags.attribution),
+        lock=optional(flags.lock),
+    )
+    report = build(request)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    lines = [
+        f"{STAGE}: {report['name']} {report['version']} in {time.perf_counter() - started:.1f}s, peak RSS {peak:.0f} MiB → {request.out}"
+    ]
+    if report["previous"]:
+        lines.append(f"  bump: {report['level']} against {report['previous']} ({report['reason']})")
+    for kind, facts in report["summary"].items():
+        lines.append(f"  {kind}: {facts['pairs']:,} pairs, {facts['positives']:,} positive")
+    checked = report["verified"]
+    lines.append(f"  verified: {checked['files']} files, {checked['bytes']:,} bytes, {checked['rows']:,} rows")
+    if report["simulated"]:
+        lines.append("  SIMULATED: these judgments come from simulated raters, not people")
+    print("\n".join(lines), flush=True)
+    return report
+
+
+def verify_command(argv: list[str]) -> dict[str, Any]:
+    p = argparse.ArgumentParser(
+        prog=f"crisscross {STAGE} verify", description="Check a release's SHA256SUMS and the counts in its release.json."
+    )
+    p.add_argument("folder")
+    flags = p.parse_args(argv)
+    checked = verify(flags.folder)
+    print(
+        f"{flags.folder}: {checked['name']} {checked['version']} OK — {checked['files']} files, {checked['bytes']:,} bytes, {checked['rows']:,} rows"
+    )
+    return checked
+
+
+def diff_command(argv: list[str]) -> dict[str, Any]:
+    p = argparse.ArgumentParser(
+        prog=f"crisscross {STAGE} diff", description="What changed from release A to release B, and the version bump it needs."
+    )
+    p.add_argument("a")
+    p.add_argument("b")
+    flags = p.parse_args(argv)
+    diff, text = diff_releases(Path(flags.a), Path(flags.b))
+    sys.stdout.write(text)
+    return {"level": diff.level, "reason": diff.reason()}

@@ -1,0 +1,362 @@
+"""The release stage end to end on the real CxC test release: replay → aggregate → release.
+
+The CxC test files are replayed through ``annotate`` (replay) and ``aggregate``, released, and
+the release's CSVs compared with the published ones; a simulated copy of the same round checks
+the SIMULATED rules, versions, diffs, checksums, determinism, pseudonyms and the formula guard.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import json
+import shutil
+import time
+from pathlib import Path
+
+import mlcroissant as mlc
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import crisscross
+from crisscross.annotate.providers import load_cxc_release
+from crisscross.core import io
+from crisscross.core.errors import ParamError
+from crisscross.evaluate.truths import GROUND_TRUTHS
+from crisscross.pipelines import aggregate, annotate, ingest
+from crisscross.pipelines import release as command
+from crisscross.pipelines.cli import main as cli
+from crisscross.release.croissant import validate
+from crisscross.release.manifest import ReleaseCheckError, verify
+from crisscross.release.pseudonyms import Salt, pseudonym
+
+SALT = "test-salt-0123456789abcdef"
+CXC_COUNTS = {"sts_test.csv": 44_045, "sis_test.csv": 46_719, "sits_test.csv": 44_833}
+
+
+@pytest.fixture(autouse=True)
+def salt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRISSCROSS_RELEASE_SALT", SALT)
+    monkeypatch.setenv("CRISSCROSS_TEST_NO_SALT_FILE", "1")
+
+
+@pytest.fixture(scope="module")
+def replayed(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Items of the Karpathy test split and the CxC test release replayed through annotate and aggregate."""
+    root = tmp_path_factory.mktemp("replayed")
+    (root / "params.json").write_text(
+        json.dumps(
+            {
+                "ingest": {"reader": "coco-karpathy-jsonl", "reader_options": {"split": "test"}},
+                "annotate": {"source": "replay", "replay_split": "test"},
+                "release": {"cxc_rows": "source-row"},
+            }
+        )
+    )
+    p = ["--params", str(root / "params.json")]
+    ingest.main(
+        [
+            "--in",
+            str(shared_data / "coco-karpathy" / "test5k.jsonl"),
+            "--images",
+            str(shared_data / "coco-images" / "karpathy-test"),
+            "--out",
+            str(root / "items"),
+            *p,
+        ]
+    )
+    release = load_cxc_release(shared_data / "cxc", "test")
+    io.write_parquet(str(root / "tasks" / "tasks.parquet"), release.items)
+    annotate.main(["--in", str(root / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "judgments"), *p])
+    aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
+    return root
+
+
+def release_args(root: Path, out: Path, *extra: str, rated: Path | None = None, params: Path | None = None) -> list[str]:
+    return [
+        "--rated",
+        str(rated or root / "rated"),
+        "--judgments",
+        str(root / "judgments"),
+        "--items",
+        str(root / "items"),
+        "--out",
+        str(out),
+        "--date",
+        "2026-11-23",
+        "--params",
+        str(params or root / "params.json"),
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def cxc_release(replayed: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    out = tmp_path_factory.mktemp("releases") / "cxc-test"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CRISSCROSS_RELEASE_SALT", SALT)
+        started = time.perf_counter()
+        command.main(release_args(replayed, out, "--karpathy", str(karpathy_json(replayed, out.parent))))
+        seconds = time.perf_counter() - started
+    return out, seconds
+
+
+def karpathy_json(root: Path, where: Path) -> Path:
+    """A dataset_coco.json-shaped file of the Karpathy test split (from the ingested items)."""
+    from crisscross.release.merge import karpathy_document
+
+    images = pd.read_parquet(root / "items" / "images.parquet")
+    captions = pd.read_parquet(root / "items" / "captions.parquet")
+    document = karpathy_document(images, captions)
+    document["images"].append({"filename": "COCO_train2014_000000000009.jpg", "split": "train", "sentids": [1]})  # untouched: not val/test
+    path = where / "dataset_coco.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def published_rows(path: Path) -> list[tuple[str, str, float, str]]:
+    """A CxC file's rows, symmetric pairs (STS, SIS) with their ids sorted, scores at the published precision."""
+    frame = pd.read_csv(path, dtype=str)
+    a, b = frame.columns[:2]
+    symmetric = not path.name.startswith("sits")
+    rows = []
+    for x, y, score, method in frame[[a, b, "agg_score", "sampling_method"]].itertuples(index=False):
+        if symmetric and y < x:
+            x, y = y, x
+        rows.append((x, y, round(float(score), 2), method))
+    return sorted(rows)
+
+
+# --------------------------------------------------------------------------- fidelity on real data
+
+
+def test_replayed_cxc_release_gives_the_published_files_back(cxc_release: tuple[Path, float], shared_data: Path) -> None:
+    out, _ = cxc_release
+    for name, rows in CXC_COUNTS.items():
+        ours = published_rows(out / "data" / name)
+        assert len(ours) == rows
+        assert ours == published_rows(shared_data / "cxc" / name), name
+    info = json.loads((out / "release.json").read_text())
+    assert info["version"] == "1.0.0" and not info["simulated"]
+    assert info["counts"]["data/sis_test.csv"] == 46_719 and info["summary"]["SIS"]["pairs"] == 43_856
+    assert info["summary"]["SIS"]["positives"] == 19_990
+
+
+def test_karpathy_merge_follows_cxc_script(cxc_release: tuple[Path, float], shared_data: Path) -> None:
+    out, _ = cxc_release
+    merged = json.loads((out / "data" / "dataset_coco_cxc.json").read_text())
+    examples = {e["filename"]: e for e in merged["images"]}
+    assert "cxc_scores" not in examples["COCO_train2014_000000000009.jpg"]
+    # independent expectation from the published SITS file: an image gets its rows, each caption its non-original rows
+    rows = list(csv.reader((shared_data / "cxc" / "sits_test.csv").open()))[1:]
+    by_image = {e["filename"]: set(e["sentids"]) for e in merged["images"] if e["split"] == "test"}
+    owner = {s: f for f, ids in by_image.items() for s in ids}
+    expected = sum(1 for _, image, _, _ in rows if image in by_image) + sum(
+        1 for caption, _, _, method in rows if method != "c2i_original" and int(caption.rsplit(":", 1)[1]) in owner
+    )
+    assert sum(len(e.get("cxc_scores", [])) for e in merged["images"]) == expected > 44_833
+    first = rows[0]
+    entry = [int(first[0].rsplit(":", 1)[1]), first[2], first[3]]
+    assert entry in examples[first[1]]["cxc_scores"] and isinstance(entry[1], str)
+
+
+def test_croissant_validates_and_checks_sha256(cxc_release: tuple[Path, float], tmp_path: Path) -> None:
+    out, _ = cxc_release
+    started = time.perf_counter()
+    counts = validate(out / "croissant.json")
+    seconds = time.perf_counter() - started
+    assert counts["sts_test"] == 44_045 and counts["sis_test"] == 46_719 and counts["sits_test"] == 44_833
+    metadata = json.loads((out / "croissant.json").read_text())
+    assert metadata["rai:dataAnnotationPlatform"] and metadata["rai:annotationsPerItem"] and metadata["rai:dataAnnotationProtocol"]
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "data" / "sts_test.csv").write_text("caption1,caption2,agg_score,sampling_method\n")
+    with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.csv\)") as failure:
+        list(mlc.Dataset(jsonld=copy / "croissant.json").records("sts_test"))
+    assert "hash of downloaded file" in str(failure.value.__cause__).lower()
+    print(f"mlcroissant full validation: {seconds:.1f}s")
+
+
+def test_release_loads_and_evaluates_as_a_truth(cxc_release: tuple[Path, float]) -> None:
+    out, seconds = cxc_release
+    release = crisscross.load_release(out)
+    assert release.tables["sts_test"].num_rows == 44_045 and len(release.frames["pairs"]) == 44_045 + 43_856 + 44_833
+    assert {"judgments", "raters", "qc_exclusions", "pairs"} <= set(release.tables)
+    truth, report = GROUND_TRUTHS.create(f"release:{out}")
+    assert report["rated_items"] == {"STS": 44_045, "SIS": 43_856, "SITS": 44_833}
+    assert len(truth.i2i) == 2 * 19_990
+    print(f"release build on the CxC test split: {seconds:.1f}s")
+
+
+def test_verify_passes_and_a_tampered_file_fails_naming_it(
+    cxc_release: tuple[Path, float], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out, _ = cxc_release
+    assert cli(["release", "verify", str(out)]) == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    with (copy / "data" / "sis_test.csv").open("a") as handle:
+        handle.write("COCO_val2014_000000000001.jpg,COCO_val2014_000000000002.jpg,5,i2i_csim\n")
+    assert cli(["release", "verify", str(copy)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "sis_test.csv" in error and "sha256" in error
+    shutil.rmtree(copy)
+    shutil.copytree(out, copy)
+    (copy / "extra.txt").write_text("x")
+    with pytest.raises(ReleaseCheckError, match="extra.txt"):
+        verify(copy)
+
+
+# --------------------------------------------------------------------------- simulated builds, versions, diffs
+
+
+@pytest.fixture(scope="module")
+def simulated(replayed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The replayed round marked simulated (as the demo's panel marks it), with a formula in a worker id."""
+    root = tmp_path_factory.mktemp("simulated")
+    for name in ("items", "tasks"):
+        (root / name).symlink_to(replayed / name)
+    for name in ("rated", "judgments"):
+        shutil.copytree(replayed / name, root / name)
+    for path in [root / "rated" / "rated.parquet", root / "rated" / "judgments_kept.parquet", root / "judgments" / "judgments.parquet"]:
+        frame = pq.read_table(path).to_pandas()
+        frame["simulated"] = True
+        if "worker" in frame:
+            frame["worker"] = frame["worker"].replace({"cxc-release#2": '=HYPERLINK("http://x")'})
+        io.write_parquet(str(path), __import__("pyarrow").Table.from_pandas(frame, preserve_index=False))
+    raters = pd.read_csv(root / "rated" / "raters.csv", keep_default_na=False)
+    raters["worker"] = raters["worker"].replace({"cxc-release#2": '=HYPERLINK("http://x")'})
+    io.write_bytes(str(root / "rated" / "raters.csv"), io.frame_csv_bytes(raters))
+    (root / "params.json").write_text(json.dumps({"release": {"title": "Demo <script>alert(1)</script> [x](http://e)"}}))
+    return root
+
+
+def sha_tree(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_path: Path) -> None:
+    with pytest.raises(ParamError, match="SIMULATED"):
+        command.main(release_args(simulated, tmp_path / "demo-simulated"))
+    with pytest.raises(ParamError, match="named so"):
+        command.main(release_args(simulated, tmp_path / "demo", "--simulated"))
+    with pytest.raises(ParamError, match="plain version"):
+        command.main(release_args(simulated, tmp_path / "demo-simulated", "--simulated", "--version", "1.0.0-rc1"))
+    report = command.main(release_args(simulated, tmp_path / "demo-simulated", "--simulated", "--version", "1.0.0"))
+    assert report["version"] == "1.0.0-simulated" and report["name"].endswith("simulated")
+    card = (tmp_path / "demo-simulated" / "README.md").read_text()
+    assert card.splitlines()[2].startswith("> **SIMULATED**")
+    assert "<script>" not in card and "\\<script\\>" in card and "\\[x\\]" in card
+
+
+def test_two_builds_are_byte_identical_and_raters_are_pseudonymous(simulated: Path, tmp_path: Path) -> None:
+    one, two = tmp_path / "a" / "demo-simulated", tmp_path / "b" / "demo-simulated"
+    command.main(release_args(simulated, one, "--simulated"))
+    command.main(release_args(simulated, two, "--simulated"))
+    hashes = sha_tree(one)
+    assert hashes == sha_tree(two) and len(hashes) > 20
+    raters = set(pq.read_table(one / "data" / "judgments.parquet").column("rater").to_pylist())
+    assert raters == {pseudonym("cxc-release", Salt(SALT.encode(), "t")), pseudonym('=HYPERLINK("http://x")', Salt(SALT.encode(), "t"))}
+    # without the key the pseudonym cannot be recomputed: a plain or differently keyed hash does not match
+    plain = {
+        "rater-" + hashlib.sha256(b"cxc-release").hexdigest()[:16],
+        "rater-" + hmac.new(b"another-salt-0123456", b"cxc-release", hashlib.sha256).hexdigest()[:16],
+    }
+    assert not plain & raters
+    for path in one.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert b"HYPERLINK" not in data and SALT.encode() not in data, path  # batch ids keep "cxc-release:<file>", worker ids are gone
+    assert "cxc-release," not in (one / "data" / "raters.csv").read_text()
+    assert command.main(release_args(simulated, tmp_path / "c" / "demo-simulated", "--simulated"))  # salt env var changes nothing else
+
+
+def test_csv_cells_never_start_a_formula(tmp_path: Path, simulated: Path) -> None:
+    out = tmp_path / "demo-simulated"
+    frame = pq.read_table(simulated / "judgments" / "judgments.parquet").to_pandas()
+    frame.loc[frame.index[0], "batch_id"] = "=cmd|' /C calc'!A0"
+    io.write_parquet(str(tmp_path / "j.parquet"), __import__("pyarrow").Table.from_pandas(frame, preserve_index=False))
+    raters = pd.read_csv(simulated / "rated" / "raters.csv", keep_default_na=False)
+    raters.loc[raters.index[0], "reasons"] = "@SUM(1+1)"
+    raters.loc[raters.index[0], "excluded"] = True
+    shutil.copytree(simulated / "rated", tmp_path / "rated")
+    io.write_bytes(str(tmp_path / "rated" / "raters.csv"), io.frame_csv_bytes(raters))
+    command.main(release_args(simulated, out, "--simulated", rated=tmp_path / "rated"))
+    for path in out.rglob("*.csv"):
+        for row in csv.reader(path.open()):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "@")) and not (
+                    cell.startswith("-") and not cell.lstrip("-").replace(".", "", 1).isdigit()
+                ), (path, cell)
+    assert "'@SUM(1+1)" in (out / "data" / "qc_exclusions.csv").read_text()
+
+
+def test_versions_follow_the_diff(simulated: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    first = tmp_path / "v1" / "demo-simulated"
+    command.main(release_args(simulated, first, "--simulated"))
+    # patch: metadata only
+    params = json.loads((simulated / "params.json").read_text())
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"release": {**params["release"], "licence": "CC0 1.0"}}))
+    patch = tmp_path / "v2" / "demo-simulated"
+    report = command.main(release_args(simulated, patch, "--simulated", "--previous", str(first), params=meta))
+    assert report["version"] == "1.0.1-simulated" and report["level"] == "patch"
+    # minor: scores refined, no positive flipped; a lower version is refused
+    rated = tmp_path / "rated"
+    shutil.copytree(simulated / "rated", rated)
+    frame = pq.read_table(rated / "rated.parquet").to_pandas()
+    safe = frame["task_type"].eq("STS") & (frame["agg_score"] < 1)
+    frame.loc[safe, "agg_score"] = frame.loc[safe, "agg_score"] + 0.5
+    io.write_parquet(str(rated / "rated.parquet"), __import__("pyarrow").Table.from_pandas(frame, preserve_index=False))
+    with pytest.raises(ParamError, match="too low.*minor"):
+        command.main(
+            release_args(
+                simulated, tmp_path / "v3" / "demo-simulated", "--simulated", "--previous", str(first), "--version", "1.0.1", rated=rated
+            )
+        )
+    minor = tmp_path / "v3" / "demo-simulated"
+    report = command.main(release_args(simulated, minor, "--simulated", "--previous", str(first), rated=rated))
+    assert report["version"] == "1.1.0-simulated" and report["level"] == "minor"
+    changelog = (minor / "CHANGELOG.md").read_text()
+    assert "## 1.1.0-simulated" in changelog and "## 1.0.0-simulated" in changelog and f"{int(safe.sum())} (" in changelog
+    # major: a positive flipped
+    flipped = frame.copy()
+    row = flipped.index[flipped["task_type"].eq("SITS") & flipped["positive"]][0]
+    flipped.loc[row, ["agg_score", "positive"]] = [0.0, False]
+    io.write_parquet(str(rated / "rated.parquet"), __import__("pyarrow").Table.from_pandas(flipped, preserve_index=False))
+    major = tmp_path / "v4" / "demo-simulated"
+    report = command.main(release_args(simulated, major, "--simulated", "--previous", str(minor), rated=rated))
+    assert report["version"] == "2.0.0-simulated" and report["level"] == "major"
+    assert cli(["release", "diff", str(minor), str(major)]) == 0
+    out = capsys.readouterr().out
+    assert "**major**" in out and "| SITS |" in out
+
+
+def test_a_crash_while_writing_leaves_the_previous_release(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "demo-simulated"
+    command.main(release_args(simulated, out, "--simulated"))
+    before = sha_tree(out)
+    from crisscross.release import build
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(build, "sums_text", crash)
+    with pytest.raises(RuntimeError, match="disk full"):
+        command.main(release_args(simulated, out, "--simulated"))
+    assert sha_tree(out) == before
+    assert verify(out)["version"] == "1.0.0-simulated"
+
+
+def test_salt_file_inside_the_release_is_refused(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CRISSCROSS_RELEASE_SALT")
+    out = tmp_path / "demo-simulated"
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"release": {"salt_file": str(out / "salt")}}))
+    with pytest.raises(ParamError, match="inside the release"):
+        command.main(release_args(simulated, out, "--simulated", params=params))
+    params.write_text(json.dumps({"release": {"salt_file": str(tmp_path / "keys" / "salt")}}))
+    command.main(release_args(simulated, out, "--simulated", params=params))
+    assert (tmp_path / "keys" / "salt").stat().st_mode & 0o077 == 0

@@ -1,0 +1,93 @@
+"""A small round for the rater app's tests: a tasks table with one or two batches of every task
+type and their gold, the items it names (captions, one holding markup; PNG images), and helpers
+to build the store and the app over them."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
+from crisscross.serve.app import AppConfig, Round, create_app
+from crisscross.serve.store import Store
+
+MARKUP = '<script>alert("x")</script><b>bold</b> & <img src=x onerror=alert(1)>'
+COLOURS = ["#c0392b", "#27ae60", "#2980b9", "#f1c40f", "#8e44ad", "#16a085", "#d35400", "#7f8c8d"]
+
+
+def cap(i: int) -> str:
+    return f"demo:cap:{i}"
+
+
+def img(i: int) -> str:
+    return f"demo:img:{i}"
+
+
+# (task type, batch, [(id_a, id_b, gold)]) — gold mixed in, never at a fixed place.
+BATCHES: list[tuple[str, str, list[tuple[str, str, str]]]] = [
+    ("STS", "sts-00001", [(cap(1), cap(2), NOT_GOLD), (cap(3), cap(4), GOLD_POSITIVE), (cap(5), cap(9), GOLD_NEGATIVE)]),
+    ("STS", "sts-00002", [(cap(6), cap(7), NOT_GOLD), (cap(8), cap(10), NOT_GOLD), (cap(11), cap(12), GOLD_POSITIVE)]),
+    ("SIS", "sis-00001", [(img(1), img(2), NOT_GOLD), (img(3), img(4), GOLD_NEGATIVE)]),
+    ("SITS", "sits-00001", [(cap(13), img(1), NOT_GOLD), (cap(14), img(2), GOLD_POSITIVE)]),
+    ("VERIFY", "verify-00001", [(img(3), cap(15), GOLD_POSITIVE), (img(4), cap(16), NOT_GOLD), (img(5), cap(17), GOLD_NEGATIVE)]),
+]
+
+
+def tasks_table() -> pa.Table:
+    rows = []
+    for kind, batch, members in BATCHES:
+        for position, (a, b, gold) in enumerate(members, start=1):
+            rows.append(
+                {
+                    "item_id": item_id(kind, a, b),
+                    "task_type": kind,
+                    "id_a": min(a, b) if kind in ("STS", "SIS") else a,
+                    "id_b": max(a, b) if kind in ("STS", "SIS") else b,
+                    "sampling_method": "gold" if gold else "c2c_isim",
+                    "gold": gold,
+                    "batch_id": batch,
+                    "position": position,
+                }
+            )
+    return pa.Table.from_pylist(rows, schema=TASKS_SCHEMA)
+
+
+@dataclass(frozen=True)
+class RoundFiles:
+    root: Path
+    items: Path
+    tasks: Path
+    images: Path
+
+
+class Clock:
+    """A settable clock, so assignment timeouts are tested without waiting."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_store(path: Path) -> Store:
+    store = Store(str(path))
+    store.init()
+    store.load_tasks(tasks_table().to_pylist())
+    return store
+
+
+def make_app(store: Store, files: RoundFiles, **config: Any) -> Any:
+    settings = {"replicas": 2, **config}
+    return create_app(store, Round.of(tasks_table(), load_catalog(str(files.items)), str(files.images)), AppConfig(**settings))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,167 @@
+"""The store: tokens, assignment (replicas, never twice, one at a time, timeouts), submits."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from crisscross.serve.store import Answer, Refused, Store, StoreError, backend_for, check_answers, open_store, redact, token_hash
+from tests.serve.round import BATCHES, make_store, tasks_table
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+
+
+def answers_for(store: Store, rater: str, now: float = NOW, replicas: int = 2) -> tuple[str, list[Answer]]:
+    held = store.assignment(rater, now, replicas, HOUR)
+    assert held is not None
+    rated = held.task_type != "VERIFY"
+    return held.batch_id, [Answer(i.position, 2.5 if rated else None, None if rated else "100% yes", 3.0) for i in held.items]
+
+
+def test_tokens_are_stored_only_as_hashes_and_sign_in_only_their_rater(store: Store, tmp_path: Path):
+    token = store.add_rater("ann", NOW)
+    other = store.add_rater("bob", NOW)
+    assert store.rater_of(token) == "ann" and store.rater_of(other) == "bob"
+    assert store.rater_of(token + "x") is None and store.rater_of("") is None
+    rows = sqlite3.connect(tmp_path / "judgments.sqlite").execute("SELECT name, token_hash FROM raters ORDER BY name").fetchall()
+    assert rows == [("ann", token_hash(token)), ("bob", token_hash(other))]
+    assert all(token not in str(row) for row in rows)
+
+
+def test_rater_names_are_checked_and_an_existing_rater_needs_new_token(store: Store):
+    store.add_rater("ann", NOW)
+    with pytest.raises(StoreError, match="exists; add --new-token"):
+        store.add_rater("ann", NOW)
+    new = store.add_rater("ann", NOW, replace=True)
+    assert store.rater_of(new) == "ann"
+    for bad in ("", "a b", "<script>", "-lead", "x" * 65):
+        with pytest.raises(StoreError, match="rater name"):
+            store.add_rater(bad, NOW)
+
+
+def test_database_is_wal_and_schema_is_idempotent(tmp_path: Path):
+    path = tmp_path / "db.sqlite"
+    store = make_store(path)
+    assert store.load_tasks(tasks_table().to_pylist()) == 0  # loading the same tasks again adds nothing
+    make_store(path)
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_database_of_another_round_is_refused(store: Store):
+    rows = tasks_table().to_pylist()
+    rows[0]["item_id"] = "sts:demo:cap:98|demo:cap:99"
+    with pytest.raises(StoreError, match="holds another round"):
+        store.load_tasks(rows)
+
+
+def test_each_batch_goes_to_replicas_distinct_raters_and_never_twice_to_one(store: Store):
+    replicas = 2
+    got: dict[str, list[str]] = {}
+    for rater in [f"r{i}" for i in range(6)]:
+        while (held := store.assignment(rater, NOW, replicas, HOUR)) is not None:
+            got.setdefault(held.batch_id, []).append(rater)
+            batch_id, answers = answers_for(store, rater)
+            assert batch_id == held.batch_id  # one batch at a time: asking again gives the same one
+            assert store.submit(rater, batch_id, answers, NOW, replicas)
+    assert sorted(got) == sorted(b for _, b, _ in BATCHES)
+    assert all(len(raters) == replicas == len(set(raters)) for raters in got.values())
+    assert [p.done for p in store.progress(replicas, NOW, HOUR)] == [2, 1, 1, 1]  # STS, SIS, SITS, VERIFY
+    assert all(p.open == p.assigned == 0 for p in store.progress(replicas, NOW, HOUR))
+
+
+def test_an_abandoned_assignment_is_released_after_the_timeout(store: Store):
+    first = store.assignment("ann", NOW, 1, HOUR)
+    assert first is not None
+    assert store.assignment("bob", NOW + 10, 1, HOUR).batch_id != first.batch_id
+    later = store.assignment("cy", NOW + HOUR + 1, 1, HOUR)
+    assert later is not None and later.batch_id == first.batch_id  # ann's slot went to cy
+    assert store.assignment("ann", NOW + HOUR + 2, 1, HOUR).batch_id != first.batch_id  # never the same batch twice
+    _, answers = answers_for(store, "cy", NOW + HOUR + 1, 1)
+    assert store.submit("cy", first.batch_id, answers, NOW + HOUR + 5, 1)
+    with pytest.raises(Refused, match="released after the time limit") as refused:
+        store.submit("ann", first.batch_id, answers, NOW + HOUR + 6, 1)
+    assert refused.value.status == 409
+
+
+def test_a_late_submit_is_taken_while_the_batch_still_lacks_ratings(store: Store):
+    held = store.assignment("ann", NOW, 2, HOUR)
+    _, answers = answers_for(store, "ann")
+    assert store.assignment("bob", NOW + HOUR + 1, 2, HOUR) is not None  # releases ann's assignment
+    assert store.submit("ann", held.batch_id, answers, NOW + HOUR + 2, 2)
+    assert len(store.judgments()) == len(held.items)
+
+
+def test_a_double_submit_stores_one_judgment_per_item(store: Store):
+    batch_id, answers = answers_for(store, "ann")
+    assert store.submit("ann", batch_id, answers, NOW, 2) is True
+    assert store.submit("ann", batch_id, answers, NOW + 1, 2) is False
+    assert len(store.judgments()) == len(answers)
+
+
+def test_concurrent_double_submits_store_once(tmp_path: Path):
+    path = tmp_path / "db.sqlite"
+    make_store(path)
+    stores = [Store(str(path)) for _ in range(8)]
+    batch_id, answers = answers_for(stores[0], "ann")
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda s=s: results.append(s.submit("ann", batch_id, answers, NOW, 2))) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert len(stores[0].judgments()) == len(answers)
+
+
+def test_a_submit_of_someone_elses_batch_is_refused(store: Store):
+    batch_id, answers = answers_for(store, "ann")
+    with pytest.raises(Refused, match="not assigned to you") as refused:
+        store.submit("bob", batch_id, answers, NOW, 2)
+    assert refused.value.status == 403
+
+
+def test_every_item_needs_its_kind_of_value():
+    items = [row for row in _rows() if row.batch_id == "sts-00001"]
+    good = [Answer(i.position, 1.5, None, 2.0) for i in items]
+    assert len(check_answers(items, good)) == len(items)
+    cases = {
+        "has no score": good[:-1],
+        "needs a score from 0 to 5": [*good[:-1], Answer(items[-1].position, None, None, 1.0)],
+        "needs a score from 0": [*good[:-1], Answer(items[-1].position, 5.5, None, 1.0)],
+        "takes a score, not an answer": [*good[:-1], Answer(items[-1].position, 1.0, "100% yes", 1.0)],
+        "answered twice": [*good, good[0]],
+        "has no item 9": [*good, Answer(9, 1.0, None, 1.0)],
+        "seconds must be": [*good[:-1], Answer(items[-1].position, 1.0, None, float("nan"))],
+    }
+    for message, answers in cases.items():
+        with pytest.raises(Refused, match=message):
+            check_answers(items, answers)
+    verify = [row for row in _rows() if row.batch_id == "verify-00001"]
+    with pytest.raises(Refused, match="one of the four answers"):
+        check_answers(verify, [Answer(i.position, None, "maybe", 1.0) for i in verify])
+
+
+def _rows():
+    from crisscross.serve.store import TaskRow
+
+    return [
+        TaskRow(r["batch_id"], r["position"], r["item_id"], r["task_type"], r["id_a"], r["id_b"], r["gold"])
+        for r in tasks_table().to_pylist()
+    ]
+
+
+def test_locations_choose_the_backend_and_passwords_never_show():
+    assert backend_for("/tmp/x.sqlite").name == "sqlite"
+    assert backend_for("postgresql://u:secret@db.example:5432/round").name == "postgresql"
+    assert redact("postgresql://u:secret@db.example/round") == "postgresql://u:***@db.example/round"
+    with pytest.raises(StoreError, match="unknown scheme 'mysql'"):
+        backend_for("mysql://u:p@h/d")
+
+
+def test_open_store_needs_an_existing_database(tmp_path: Path):
+    with pytest.raises(Exception, match="no rater database"):
+        open_store(str(tmp_path / "absent.sqlite"))
