@@ -3,6 +3,7 @@ of the project beside ``shared/``, through the installed command, each one succe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -99,6 +100,10 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     assert "efficientnet-lite0 gallery: covered" in run.stdout and "370 of 5,000 images" in run.stdout
     assert (project / "build" / "embeddings" / "text" / "minilm" / "captions" / "vectors.npy").is_file()
     assert "minilm / coco: t2t R@1/5/10" in run.stdout  # an encoder added to embed is evaluated without a second edit
+    audit = json.loads((project / "build" / "positives" / "bias_audit.json").read_text())
+    assert set(audit["models"]) == {f"text-proxy:{name}" for name in ("use-m3", "bow-glove50", "minilm")}  # three annotators
+    release = json.loads((project / "releases" / "demo-simulated" / "release.json").read_text())
+    assert release["version"] == "1.0.0-simulated"
     assert (project / "build" / "verify" / "rated" / "verify.csv").is_file() and (
         project / "build" / "sits" / "rated" / "sits.csv"
     ).is_file()

@@ -20,12 +20,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from crisscross.aggregate.round import RATED_COLUMNS
 from crisscross.annotate.providers import CXC_WORKER
 from crisscross.annotate.schema import RATING_TYPES, SOURCE_REPLAY, TASK_TYPE_INFO, VERIFY
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.ids import IdFormError, published, split_id
 from crisscross.release.pseudonyms import Salt, pseudonyms
 
+# the aggregate stage's rated columns, with the round, the split and the published ids beside the ids
 PAIR_COLUMNS = (
     "round",
     "split",
@@ -35,14 +37,7 @@ PAIR_COLUMNS = (
     "id_b",
     "published_a",
     "published_b",
-    "sampling_method",
-    "agg_score",
-    "agg_label",
-    "n",
-    "mean",
-    "std",
-    "positive",
-    "simulated",
+    *RATED_COLUMNS[RATED_COLUMNS.index("sampling_method") :],
 )
 JUDGMENT_COLUMNS = (
     "round",
