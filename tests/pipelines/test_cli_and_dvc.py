@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,20 @@ from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines.cli import main
 
 PROJECT = Path(__file__).resolve().parents[2]
-STAGES = ("ingest", "embed", "similarity", "sample", "filter", "derive", "tasks", "annotate", "aggregate", "evaluate")
+STAGES = (
+    "ingest",
+    "embed",
+    "similarity",
+    "sample",
+    "filter",
+    "derive",
+    "tasks",
+    "annotate",
+    "aggregate",
+    "positives",
+    "evaluate",
+    "release",
+)
 # the same commands with --round sits / --round verify
 ROUND_STAGES = tuple(f"{stage}_{round_}" for round_ in ("sits", "verify") for stage in ("tasks", "annotate", "aggregate"))
 
@@ -25,7 +39,7 @@ def test_help_lists_every_stage(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "crisscross <stage> --in PATH --out DIR" in out
-    for stage in STAGES:
+    for stage in (*STAGES, "serve"):
         assert f"  {stage} " in out
 
 
@@ -64,6 +78,7 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
     # the default build ends in a simulated round and its evaluation, and says so
     assert "SIMULATED" in run.stdout and "evaluate: done" in run.stdout
     assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
+    assert json.loads((clone / "releases" / "demo-simulated" / "release.json").read_text())["version"] == "1.0.0-simulated"
     again = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
     assert "didn't change, skipping" in again.stdout
 
