@@ -233,8 +233,16 @@ def metadata_fingerprint(request: ReleaseRequest) -> dict[str, Any]:
 
 
 def build(request: ReleaseRequest) -> dict[str, Any]:
-    """Write the release to ``request.out`` (atomically) and return its report."""
+    """Write the release to ``request.out`` (atomically) and return its report.  Nothing changed
+    against ``--previous`` (no pair, score or metadata): the previous release is the release, kept
+    byte for byte (copied when ``--out`` is elsewhere), so a rebuild adds no empty changelog entry."""
     decided = plan(request)
+    if decided.diff is not None and decided.diff.level == "none" and request.previous is not None:
+        if request.previous.resolve() != request.out.resolve():
+            with io.staged_directory(str(request.out)) as staging:
+                shutil.copytree(request.previous, staging, dirs_exist_ok=True)
+        info = json.loads((request.out / INFO).read_text(encoding="utf-8"))
+        return {**info, "verified": verify(request.out), "level": "none", "reason": decided.diff.reason()}
     with io.staged_directory(str(request.out)) as staging:
         root = Path(staging)
         write_data(root, request, decided.contents)
@@ -492,9 +500,7 @@ def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str
 
 
 def _changelog(entry: str, decided: Plan) -> str:
-    """The new entry above the previous release's entries; an unchanged re-release keeps its log."""
-    if decided.diff is not None and decided.diff.level == "none" and decided.previous_changelog:
-        return decided.previous_changelog
+    """The new entry above the previous release's entries."""
     earlier = decided.previous_changelog.split("\n", 2)[2] if decided.previous_changelog.startswith("# ") else decided.previous_changelog
     return f"# Changelog\n\n{entry}\n{earlier}".rstrip() + "\n"
 

@@ -273,6 +273,19 @@ def test_two_builds_are_byte_identical_and_raters_are_pseudonymous(simulated: Pa
     assert command.main(release_args(simulated, tmp_path / "c" / "demo-simulated", "--simulated"))  # salt env var changes nothing else
 
 
+def test_an_unchanged_rebuild_keeps_the_previous_release_byte_for_byte(simulated: Path, tmp_path: Path) -> None:
+    """``dvc repro`` reruns the stage over its persisted output: nothing changed, nothing is rewritten
+    (no empty changelog entry), and a copy elsewhere is the same release."""
+    first = tmp_path / "demo-simulated"
+    command.main(release_args(simulated, first, "--simulated"))
+    before = sha_tree(first)
+    report = command.main(release_args(simulated, first, "--simulated", "--previous", str(first)))
+    assert report["level"] == "none" and report["version"] == "1.0.0-simulated" and sha_tree(first) == before
+    copy = tmp_path / "copy" / "demo-simulated"
+    command.main(release_args(simulated, copy, "--simulated", "--previous", str(first)))
+    assert sha_tree(copy) == before
+
+
 def test_csv_cells_never_start_a_formula(tmp_path: Path, simulated: Path) -> None:
     out = tmp_path / "demo-simulated"
     frame = pq.read_table(simulated / "judgments" / "judgments.parquet").to_pandas()
