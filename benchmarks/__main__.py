@@ -11,7 +11,7 @@ import argparse
 import importlib
 import time
 
-BENCHMARKS: tuple[str, ...] = ("embed_throughput", "similarity_topk", "aggregate_judgments", "evaluate_protocol")
+BENCHMARKS: tuple[str, ...] = ("embed_throughput", "similarity_topk", "aggregate_judgments", "evaluate_protocol", "tasks_gold")
 
 
 def main(argv: list[str] | None = None) -> None:

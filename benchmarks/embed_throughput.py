@@ -1,12 +1,14 @@
-"""Embed throughput: each encoder called directly vs. inside the ``crisscross embed`` Beam stage.
+"""Embed throughput: each encoder called directly vs. inside the ``crisscross embed`` Beam stage,
+with one worker and with two worker processes.
 
 The reference is the direct encoder call in the same run: the same items, the same batch size,
 the model loaded beforehand.  ``stage / direct`` is then what running the encoder as a Beam stage
-costs (or gains).  Absolute items/s on a shared machine vary from run to run; the ratios, taken
-minutes apart on the same machine, are what to compare.
+costs (or gains); ``2-proc / stage`` is what a second worker process adds to the one-worker
+stage.  Absolute items/s on a shared machine vary from run to run; the ratios, taken minutes
+apart on the same machine, are what to compare.
 
 The stage is timed as a whole ``pipelines.embed.main`` call, as a user runs it: it includes
-loading the model in the main process (for the metadata) and again in each worker's ``setup``,
+whatever the main process prepares for the set metadata, loading the model in the workers,
 reading the items, bucketing and batching, the co-caption means of text encoders, and writing.
 """
 
@@ -20,7 +22,6 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,52 +45,40 @@ ENCODERS: tuple[tuple[str, str], ...] = (
     ("efficientnet-lite0", IMAGE),
 )
 BATCH_SIZE = embed.EmbedSettings().batch_size
+# The stage gives each worker process its share of the cores (embed.threads, 0 = cores / workers),
+# so no thread environment variable is set here.
 MULTI_PROCESS_ARGS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
-# Worker processes are spawned at pipeline run with a copy of os.environ, so setting this here
-# just before the run reaches them (checked: torch.get_num_threads() is 1 in the workers), while
-# this process's own torch, initialised earlier, keeps its threads.
-MULTI_PROCESS_ENV = {"OMP_NUM_THREADS": "1"}
-# minilm's 2-process stage over all 25,000 captions takes 2.5 minutes here and pushed a full run
-# past 10 minutes, so full runs give it the quick item set (1,850 captions) and a direct run on
-# those same captions as its reference.
-MULTI_PROCESS_ON_QUICK_ITEMS = frozenset({"minilm"})
+# minilm's 2-process stage over all 25,000 captions takes minutes here and would push a full run
+# past 10 minutes: full runs measure its 2-process stage on the quick item set only.
+NO_MULTI_PROCESS_ON_FULL = frozenset({"minilm"})
 
 
 @dataclass(frozen=True)
 class Row:
     encoder: str
     modality: str
+    item_set: str  # "full" (25,000 captions, 370 images) or "quick" (1,850 captions, 370 images)
     items: int
     load_s: float
     direct_s: float
     stage_s: float
-    multi_process_items: int
-    multi_process_direct_s: float  # the direct run on the multi-process variant's items
-    multi_process_s: float
+    multi_process_s: float | None  # None: not measured on this item set
 
     @property
-    def direct_rate(self) -> float:
-        return self.items / self.direct_s
+    def stage_over_direct(self) -> float:
+        return self.direct_s / self.stage_s
 
     @property
-    def stage_rate(self) -> float:
-        return self.items / self.stage_s
-
-    @property
-    def multi_process_rate(self) -> float:
-        return self.multi_process_items / self.multi_process_s
-
-    @property
-    def multi_process_ratio(self) -> float:
-        return self.multi_process_direct_s / self.multi_process_s
+    def multi_over_stage(self) -> float | None:
+        return None if self.multi_process_s is None else self.stage_s / self.multi_process_s
 
     def as_json(self) -> dict[str, object]:
         derived = {
-            "direct_items_per_s": self.direct_rate,
-            "stage_items_per_s": self.stage_rate,
-            "stage_over_direct": self.stage_rate / self.direct_rate,
-            "multi_process_items_per_s": self.multi_process_rate,
-            "multi_process_over_direct": self.multi_process_ratio,
+            "direct_items_per_s": self.items / self.direct_s,
+            "stage_items_per_s": self.items / self.stage_s,
+            "stage_over_direct": self.stage_over_direct,
+            "multi_process_items_per_s": None if self.multi_process_s is None else self.items / self.multi_process_s,
+            "multi_process_over_stage": self.multi_over_stage,
         }
         return {key: round(value, 3) if isinstance(value, float) else value for key, value in {**asdict(self), **derived}.items()}
 
@@ -100,47 +89,43 @@ def run(args: argparse.Namespace) -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="crisscross-bench-") as tmp:
         root = Path(tmp)
-        items = prepare_items(root / "items", quick=args.quick)
-        quick_items = items if args.quick else prepare_items(root / "quick-items", quick=True)
+        item_sets = {"quick": prepare_items(root / "quick-items", quick=True)}
+        if not args.quick:
+            item_sets["full"] = prepare_items(root / "items", quick=False)
         for spec, modality in ENCODERS:
-            rows.append(measure(spec, modality, items, quick_items, root))
+            rows += measure(spec, modality, item_sets, root)
     print(table(rows))
-    if any(row.multi_process_items != row.items for row in rows):
-        print("* 2-process stage on the quick item set (to keep the run short), against a direct run on the same items;")
-        print("  worker start-up weighs more on fewer items, so that ratio understates the 2-process stage.")
     path = save_result(
         NAME,
         {
             "quick": args.quick,
             "batch_size": BATCH_SIZE,
             "cpus": os.cpu_count(),
-            "multi_process": {"args": MULTI_PROCESS_ARGS, "env": MULTI_PROCESS_ENV},
+            "multi_process": {"args": MULTI_PROCESS_ARGS},
             "rows": [row.as_json() for row in rows],
         },
     )
     print(f"written to {path}")
 
 
-def measure(spec: str, modality: str, items: Path, quick_items: Path, root: Path) -> Row:
+def measure(spec: str, modality: str, item_sets: dict[str, Path], root: Path) -> list[Row]:
+    """Direct, one-worker stage and two-process stage of one encoder on each item set."""
     encoder = (TEXT_ENCODERS if modality == TEXT else IMAGE_ENCODERS).create(spec)
     started = time.perf_counter()
     encoder.load()
     load_s = time.perf_counter() - started
-    ids, payloads = read_items(items, modality)
-    direct_s = time_direct(encoder, modality, ids, payloads)
-    print(f"  {spec}: {len(ids)} items; load {load_s:.1f}s, direct {direct_s:.1f}s", flush=True)
-    stage_s = time_stage(spec, modality, items, root, len(ids))
-    print(f"  {spec}: stage {stage_s:.1f}s", flush=True)
-    multi_items, multi_n, multi_direct_s = items, len(ids), direct_s
-    if spec in MULTI_PROCESS_ON_QUICK_ITEMS and quick_items != items:
-        multi_ids, multi_payloads = read_items(quick_items, modality)
-        multi_items, multi_n = quick_items, len(multi_ids)
-        multi_direct_s = time_direct(encoder, modality, multi_ids, multi_payloads)
-        print(f"  {spec}: {multi_n} quick items for the 2-process stage; direct {multi_direct_s:.1f}s", flush=True)
-    with environment(MULTI_PROCESS_ENV):
-        multi_s = time_stage(spec, modality, multi_items, root, multi_n, MULTI_PROCESS_ARGS)
-    print(f"  {spec}: 2-process stage {multi_s:.1f}s", flush=True)
-    return Row(spec, modality, len(ids), load_s, direct_s, stage_s, multi_n, multi_direct_s, multi_s)
+    rows = []
+    for name, items in item_sets.items():
+        ids, payloads = read_items(items, modality)
+        direct_s = time_direct(encoder, modality, ids, payloads)
+        stage_s = time_stage(spec, modality, items, root, len(ids))
+        multi_s = None
+        if not (name == "full" and spec in NO_MULTI_PROCESS_ON_FULL):
+            multi_s = time_stage(spec, modality, items, root, len(ids), MULTI_PROCESS_ARGS)
+        multi = "not run" if multi_s is None else f"{multi_s:.1f}s"
+        print(f"  {spec} {name}: {len(ids)} items; direct {direct_s:.1f}s, stage {stage_s:.1f}s, 2-process stage {multi}", flush=True)
+        rows.append(Row(spec, modality, name, len(ids), load_s, direct_s, stage_s, multi_s))
+    return rows
 
 
 def prepare_items(out: Path, quick: bool) -> Path:
@@ -198,34 +183,19 @@ def time_stage(spec: str, modality: str, items: Path, root: Path, n_items: int, 
     return seconds
 
 
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the block, then restore them."""
-    before = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                del os.environ[key]
-            else:
-                os.environ[key] = value
-
-
 def table(rows: list[Row]) -> str:
-    header = ("encoder", "items", "load s", "direct it/s", "stage it/s", "stage/direct", "2-proc items", "2-proc it/s", "2-proc/direct")
+    header = ("encoder", "set", "items", "load s", "direct it/s", "stage it/s", "stage/direct", "2-proc it/s", "2-proc/stage")
     lines = [
         (
             row.encoder,
+            row.item_set,
             f"{row.items}",
             f"{row.load_s:.1f}",
-            f"{row.direct_rate:.0f}",
-            f"{row.stage_rate:.0f}",
-            f"{row.stage_rate / row.direct_rate:.2f}",
-            f"{row.multi_process_items}{'*' if row.multi_process_items != row.items else ''}",
-            f"{row.multi_process_rate:.0f}",
-            f"{row.multi_process_ratio:.2f}",
+            f"{row.items / row.direct_s:.0f}",
+            f"{row.items / row.stage_s:.0f}",
+            f"{row.stage_over_direct:.2f}",
+            "–" if row.multi_process_s is None else f"{row.items / row.multi_process_s:.0f}",
+            "–" if row.multi_over_stage is None else f"{row.multi_over_stage:.2f}",
         )
         for row in rows
     ]

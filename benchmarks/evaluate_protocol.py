@@ -35,6 +35,12 @@ process's RSS high-water mark reset (``5`` written to ``/proc/self/clear_refs``,
 timed work ``ru_maxrss`` (KiB) is its peak: the live data plus whatever the work allocated.  The
 table shows that peak and its rise above the RSS at the start (``+timed``).
 
+Against the GEMM: the ``ours`` worker of a retrieval task also times the plain float32 GEMMs of
+that task's score matrices (the 5K one and the five folds', same operands as the library, into
+outputs allocated beforehand), before the high-water mark is reset and after the peak is read;
+the lower counts, and ``x GEMM`` is ours' seconds over it (goal: at most ``GEMM_GOAL``).  The
+compiled rank pass is loaded from numba's cache in the set-up, like BLAS's threads.
+
 Agreement (untimed, after the run): R@1/5/10, median / mean rank, mAP@R and R-Precision per task
 and protocol, Spearman mean and std per rating kind, PMRP (and the queries without a plausible
 match) per task and ζ on the subsample, BISON accuracy.  They must agree within 1e-9 (relative or
@@ -67,7 +73,7 @@ from benchmarks.reference import (
 )
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.evaluate.metrics import pmrp
+from crisscross.evaluate.metrics import Positives, pmrp, ranks_of_positives
 from crisscross.evaluate.protocol import (
     ALL,
     FOLDS,
@@ -113,6 +119,7 @@ SETTINGS = Settings(folds=5, ks=(1, 5, 10), bootstrap_samples=1000, seed=SEED, p
 TASKS = tuple(TASK_KINDS)
 PARTS = (*TASKS, "ratings", "pmrp", "bison")
 TOLERANCE = 1e-9
+GEMM_GOAL = 2.0  # a retrieval task should take at most this many times its score matrices' GEMM
 
 
 @dataclass(frozen=True)
@@ -472,16 +479,57 @@ def timed_part(data: Protocol, implementation: str, part: str, quick: bool) -> d
     return calls[implementation][part](data)
 
 
+def task_matrices(data: Protocol, task: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(queries, gallery transposed) of every score matrix a task's evaluation needs: the 5K
+    one and each 1K fold's, as the library multiplies them (contiguous transposed gallery)."""
+    query_kind, item_kind = TASK_KINDS[task]
+    queries, items = unit_of(data, query_kind), unit_of(data, item_kind)
+    owner = caption_owner(data)
+    out = [(queries, np.ascontiguousarray(items.T))]
+    for images in np.array_split(np.arange(len(data.gallery.image_ids)), SETTINGS.folds):
+        fold = {IMAGE_KIND: images, CAPTION_KIND: np.flatnonzero(np.isin(owner, images))}
+        out.append((queries[fold[query_kind]], np.ascontiguousarray(items[fold[item_kind]].T)))
+    return out
+
+
+def gemm_seconds(data: Protocol, task: str) -> float:
+    """Seconds of the plain float32 GEMMs (numpy's BLAS, every core) of ``task``'s score
+    matrices, into outputs allocated and touched beforehand: the floor no evaluation can beat."""
+    matrices = task_matrices(data, task)
+    outputs = [np.ones((len(q), g.shape[1]), np.float32) for q, g in matrices]
+    started = time.perf_counter()
+    for (q, g), out in zip(matrices, outputs, strict=True):
+        np.matmul(q, g, out=out)
+    return time.perf_counter() - started
+
+
+def warm_up_numba() -> None:
+    """Load the compiled rank pass from numba's cache (about a second, once per process), as the
+    BLAS warm-up starts its threads: set-up, not evaluation."""
+    ranks_of_positives(np.zeros((2, 3), np.float32), Positives.from_lists([[1], []]))
+
+
 def job(implementation: str, part: str, quick: bool) -> dict[str, Any]:
-    """One measurement in this fresh process: data, BLAS warm-up, the timed part, its peak RSS."""
+    """One measurement in this fresh process: data, BLAS (and numba) warm-up, the timed part, its
+    peak RSS; for ours on a retrieval task also the GEMM its score matrices need, timed before
+    the high-water mark is reset and again after the peak is read (the lower counts)."""
     data = synthesise(quick)
     warm = unit_of(data, IMAGE_KIND)[:256]
     warm @ warm.T  # BLAS thread start-up, outside the timing
+    with_gemm = implementation == "ours" and part in TASKS
+    if implementation == "ours":
+        warm_up_numba()
+    gemm = [gemm_seconds(data, part)] if with_gemm else []
     gc.collect()
     reset_peak_rss()
     setup = peak_rss_mb()  # the RSS now, just reset
     result = timed_part(data, implementation, part, quick)
-    return {**result, "setup_rss_mb": setup, "peak_rss_mb": peak_rss_mb()}
+    peak = peak_rss_mb()
+    if with_gemm:
+        gemm.append(gemm_seconds(data, part))
+        result["gemm_seconds"] = min(gemm)
+        result["gemm_runs_s"] = gemm
+    return {**result, "setup_rss_mb": setup, "peak_rss_mb": peak}
 
 
 def measure(implementation: str, part: str, quick: bool) -> dict[str, Any]:
@@ -490,8 +538,11 @@ def measure(implementation: str, part: str, quick: bool) -> dict[str, Any]:
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         result = pool.submit(job, implementation, part, quick).result()
     result["load_1min"] = load
+    gemm = (
+        f" ({result['seconds'] / result['gemm_seconds']:.2f}x its GEMM, {result['gemm_seconds']:.2f}s)" if "gemm_seconds" in result else ""
+    )
     print(
-        f"  {implementation} {part}: {result['seconds']:.2f}s{' (extrapolated)' if 'subsample_seconds' in result and implementation == 'reference' else ''},"
+        f"  {implementation} {part}: {result['seconds']:.2f}s{gemm}{' (extrapolated)' if 'subsample_seconds' in result and implementation == 'reference' else ''},"
         f" peak RSS {result['peak_rss_mb']:.0f} MB (at start {result['setup_rss_mb']:.0f}), load before {load:.1f}",
         flush=True,
     )
@@ -558,6 +609,8 @@ def summarise(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any
             "ours_over_reference": row["ours"]["seconds"] / row["reference"]["seconds"],
             "speed_up": row["reference"]["seconds"] / row["ours"]["seconds"],
             "reference_extrapolated": row["extrapolated"],
+            "gemm_s": row["ours"].get("gemm_seconds"),
+            "ours_over_gemm": row["ours"]["seconds"] / row["ours"]["gemm_seconds"] if "gemm_seconds" in row["ours"] else None,
             "ours_peak_rss_mb": row["ours"]["peak_rss_mb"],
             "ours_timed_rss_mb": row["ours"]["peak_rss_mb"] - row["ours"]["setup_rss_mb"],
             "reference_peak_rss_mb": row["reference"]["peak_rss_mb"],
@@ -569,11 +622,13 @@ def summarise(runs: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    header = ("part", "ours s", "ref s", "ours/ref", "speed-up", "ours peak MB", "+timed", "ref peak MB", "+timed")
+    header = ("part", "ours s", "GEMM s", "x GEMM", "ref s", "ours/ref", "speed-up", "ours peak MB", "+timed", "ref peak MB", "+timed")
     lines = [
         (
             row["part"],
             f"{row['ours_s']:.2f}",
+            "" if row["gemm_s"] is None else f"{row['gemm_s']:.2f}",
+            "" if row["ours_over_gemm"] is None else f"{row['ours_over_gemm']:.2f}",
             f"{row['reference_s']:.2f}{'*' if row['reference_extrapolated'] else ''}",
             f"{row['ours_over_reference']:.4f}",
             f"{row['speed_up']:.1f}x",
@@ -613,6 +668,11 @@ def run(args: argparse.Namespace) -> None:
         " its peak RSS is the subsample's.\nevaluate(): the reference's row is the sum (seconds) and max (memory) of its parts;"
         f" ours' parts, each timed on its own, sum to {ours_parts:.2f}s."
     )
+    over = {row["part"]: row["ours_over_gemm"] for row in rows if row["ours_over_gemm"] is not None}
+    print(
+        f"retrieval (5K + the 1K folds) in multiples of its score matrices' GEMM time (goal <= {GEMM_GOAL:g}): "
+        + ", ".join(f"{task} {ratio:.2f}x" for task, ratio in over.items())
+    )
     worst = max(c["abs_diff"] for c in checks if not c["exact"])
     print(
         f"agreement: {len(checks) - len(failures)}/{len(checks)} values agree (within {TOLERANCE:g}, integers and median ranks exactly);"
@@ -639,6 +699,8 @@ def run(args: argparse.Namespace) -> None:
             "reference_total_is_sum_of_parts": True,
             "peak_memory": "ru_maxrss (MB) of a fresh spawned process per measurement, high-water mark reset after set-up; timed = peak - RSS at start",
             "ours_parts_sum_s": ours_parts,
+            "gemm_goal": GEMM_GOAL,
+            "ours_over_gemm": over,
             "rows": rows,
             "load_1min": {f"{implementation} {part}": result["load_1min"] for (implementation, part), result in runs.items()},
             "reference_matrix_s": {task: runs["reference", task]["matrix_seconds"] for task in TASKS},

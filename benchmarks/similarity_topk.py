@@ -3,7 +3,8 @@
 Every row of N seeded unit vectors (float32, d = 512) gets its K = 25 best other rows, by:
 
 * ``ours``: :func:`crisscross.similarity.topk.exact_topk` — upper-triangle block pairs only (the
-  matrix is symmetric), selection by a compiled numba pass;
+  matrix is symmetric), diagonal pairs first, one compiled numba pass per block selecting for its
+  rows and columns against thresholds carried from the blocks already merged;
 * ``numpy``: row blocks of 2,048 times ``unit.T``, self set to -inf, ``argpartition`` then a sort
   of the K — the obvious implementation, never an N×N matrix;
 * ``faiss``: ``IndexFlatIP`` (brute force, its own BLAS calls and heaps), K + 1 searched, self dropped.
@@ -15,7 +16,8 @@ the best round is kept, since the machine is shared.
 
 The reference for GFLOP/s is the machine's float32 GEMM peak through numpy's BLAS, measured in
 the same run; "dense" counts the 2·N²·d of the full product for every method, "actual" counts
-what ``ours`` multiplies (the upper-triangle blocks, ≈ N²·d).
+what ``ours`` multiplies (the upper-triangle blocks, ≈ N²·d).  The goal ``ours`` is held to is
+``ACTUAL_GOAL``: that share of the GEMM peak on the work it multiplies, printed after the table.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ OTHERS = ("numpy", "faiss")  # the references ours is compared with
 GEMM_SHAPES = ((4096, 512, 8192), (4096, 4096, 4096))  # (m, k, n): d = 512 as here, and a square one
 GEMM_REPEATS = 4
 AGREEMENT_FLOOR = 0.9999
+ACTUAL_GOAL = 60.0  # % of the GEMM peak ours should reach on the work it multiplies
 
 
 def unit_vectors(n: int) -> np.ndarray:
@@ -105,7 +108,7 @@ def measure_topk(method: str, n: int, save: Path | None) -> dict[str, float]:
     """One timed top-K in this (fresh) process; indices saved for the agreement check, untimed."""
     unit = unit_vectors(n)
     if method == "ours":
-        # Two blocks, so both the row and the column pass and the merge are loaded before timing.
+        # Two blocks, so the selection pass (diagonal and off-diagonal) and the merge are loaded before timing.
         topk_ours(unit[:WARM_UP_ROWS], K, WARM_UP_ROWS // 2)
     else:
         TOPK[method](unit[:WARM_UP_ROWS], K)
@@ -198,6 +201,11 @@ def run(args: argparse.Namespace) -> None:
     )
     print(table(rows, ratios))
     print(f"time ~ N^p from N={small} to N={large}: " + ", ".join(f"{method} p={p:.2f}" for method, p in growth.items()))
+    ours_pct = {row["n"]: row["actual_pct_peak"] for row in rows if row["method"] == "ours"}
+    print(
+        f"ours on the work it multiplies, % of the GEMM peak (goal >= {ACTUAL_GOAL:g}%): "
+        + ", ".join(f"N={n} {pct:.0f}%" for n, pct in ours_pct.items())
+    )
     path = save_result(
         NAME,
         {
@@ -212,6 +220,7 @@ def run(args: argparse.Namespace) -> None:
             "rows": rows,
             "ratios": ratios,
             "growth_exponent": {"from_n": small, "to_n": large, **growth},
+            "actual_goal_pct_peak": ACTUAL_GOAL,
         },
     )
     print(f"written to {path}")

@@ -47,6 +47,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--judgments", action="append", default=[], help="import: judgment files or folders; replay: a judgments parquet or cxc:<folder>"
     )
     parser.add_argument("--embeddings", help="simulate: the embed output holding the reference encoder's text vectors")
+    parser.add_argument("--items", help="simulate: the ingest output, for the captions of each image (BISON CHOOSE)")
     parser.add_argument("--strict", action="store_true", default=None, help="fail if any judgment is rejected")
 
 
@@ -60,6 +61,7 @@ def source_settings(stage: StageArgs) -> SourceSettings:
     return SourceSettings(
         judgments=tuple(stage.flags.judgments),
         embeddings=stage.flags.embeddings,
+        items=stage.flags.items,
         format=params["format"],
         replay_split=params["replay_split"],
         simulate=dict(params["simulate"]),

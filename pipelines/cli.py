@@ -32,6 +32,8 @@ _stage("similarity", "crisscross.pipelines.similarity", "embeddings → top-K ne
 _stage("sample", "crisscross.pipelines.sample", "neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
 _stage("filter", "crisscross.pipelines.filter", "embeddings + items → ECCV machine-annotator VERIFY candidates, gold batches, diversity")
 _stage("derive", "crisscross.pipelines.derive", "rated STS/SIS pairs → CxC C2I candidates (c2i_intrasim by rank, c2i_original)")
+_stage("decoys", "crisscross.pipelines.decoys", "embeddings + items → BISON decoys: each image's nearest image by mean caption embedding")
+_stage("bison", "crisscross.pipelines.bison", "BISON rounds → chosen captions to verify, then verified triples (JSON, table)")
 _stage("tasks", "crisscross.pipelines.tasks", "candidates → annotation tasks in batches with gold items, exported per tool")
 _stage(
     "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
@@ -43,6 +45,10 @@ _stage(
     "VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",
 )
 _stage("serve", "crisscross.pipelines.serve", "tasks → the rater app (CxC / ECCV interfaces, judgments in a database); add-rater, status")
+_stage("mentions", "crisscross.pipelines.mentions", "captions or Flickr30k Entities Sentences → typed noun-phrase mentions")
+_stage("coref", "crisscross.pipelines.coref", "mentions → cross-caption coreference chains (O(|M|·|C|) links, verification)")
+_stage("boxes", "crisscross.pipelines.boxes", "chains → boxes by a per-chain state machine, merged; Entities files, Label Studio tasks")
+_stage("localize", "crisscross.pipelines.localize", "boxes + scored proposals → phrase localization R@1, R@K, AP per type")
 _stage("evaluate", "crisscross.pipelines.evaluate", "models × ground truths → retrieval, correlation and selection metrics, report, plot")
 _stage(
     "release",

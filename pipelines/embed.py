@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from crisscross.beam.common import gather
-from crisscross.beam.embed import EmbedItems, build_encoder, write_skipped
+from crisscross.beam.embed import COLUMNS, EmbedItems, build_encoder, write_skipped
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
@@ -29,6 +31,9 @@ class EmbedSettings:
     text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS
     image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
     batch_size: int = setting(64, low=1)
+    # CPU threads per worker process for BLAS / torch; 0: the worker machine's cores divided by the
+    # worker processes on it (--direct_num_workers in multi_processing mode), so workers never oversubscribe.
+    threads: int = setting(0, low=0)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -38,6 +43,14 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def _ids(table_path: str, column: str) -> list[str]:
     return io.read_parquet(table_path).column(column).to_pylist()
+
+
+def worker_processes(beam_args: list[str]) -> int:
+    """Worker processes sharing one machine's cores: the local multi-process runner's worker count, else 1."""
+    direct = PipelineOptions(beam_args).view_as(DirectOptions)
+    if direct.direct_running_mode == "multi_processing":
+        return direct.direct_num_workers or os.cpu_count() or 1
+    return 1
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -51,12 +64,13 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     scheme = scheme_of(image_ids[0]) if image_ids else None
     tables = {TEXT: (captions_path, caption_ids, CAPTION_KIND), IMAGE: (images_path, image_ids, IMAGE_KIND)}
     rejected, skipped, encoders, rows = [], [], {}, {}
+    processes = worker_processes(stage.beam_args)
     for modality, specs in ((TEXT, stage.params["text_encoders"]), (IMAGE, stage.params["image_encoders"])):
         path, ids, kind = tables[modality]
         parse_id = functools.partial(scheme.parse, kind=kind) if scheme else str
         for spec in specs:
             encoder = build_encoder(spec, modality)
-            encoder.load()
+            encoder.prepare()  # models with a known width load nothing here; their workers do
             bind_rejects = encoder.bind(ids, parse_id)
             meta = {
                 "encoder": spec,
@@ -69,10 +83,18 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             }
             encoders[(modality, spec)] = (meta, len(bind_rejects))
             if modality not in rows:  # each table is read once, and only if an encoder needs it
-                rows[modality] = pipeline | f"Read[{modality}]" >> beam.io.ReadFromParquet(path)
+                rows[modality] = pipeline | f"Read[{modality}]" >> beam.io.ReadFromParquetBatched(path, columns=list(COLUMNS[modality]))
             label = f"{modality}:{spec}"
             outputs = rows[modality] | f"Embed[{label}]" >> EmbedItems(
-                spec, modality, out, meta, [] if encoder.needs_payload else ids, parse_id, int(stage.params["batch_size"])
+                spec,
+                modality,
+                out,
+                meta,
+                [] if encoder.needs_payload else ids,
+                parse_id,
+                int(stage.params["batch_size"]),
+                int(stage.params["threads"]),
+                processes,
             )
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
             skipped.append(outputs.skipped)

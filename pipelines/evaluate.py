@@ -77,7 +77,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)"
     )
-    parser.add_argument("--bison", help="optional BISON triples: parquet/CSV with caption, target, decoy (canonical ids)")
+    parser.add_argument(
+        "--bison",
+        help="optional BISON triples: parquet/CSV with caption, target, decoy (canonical ids), or COCO-BISON's JSON "
+        "(bison_annotations.cocoval2014.json, the bison stage's bison_annotations.json)",
+    )
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -125,7 +129,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         rejected += bad
     bison = None
     if stage.flags.bison:
-        bison, bad = read_bison(stage.flags.bison)
+        bison, bad = read_bison(stage.flags.bison, gallery.caption_image, frozenset(gallery.image_ids))
         rejected += bad
     positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
     models = {name: spec for name, spec in specs.items() if name not in skipped}

@@ -1,7 +1,8 @@
 """``crisscross release``: the rated rounds → a versioned, checksummed, documented dataset release.
 
 ``crisscross release --rated A,B,C --items DIR --out DIR [...]`` builds one
-(:mod:`crisscross.release.build`); ``crisscross release verify DIR`` checks a release's checksums
+(:mod:`crisscross.release.build`), ``--bison DIR`` and ``--entities DIR`` add COCO-BISON triples
+and Flickr30k Entities boxes (with or without rated rounds); ``crisscross release verify DIR`` checks a release's checksums
 and counts; ``crisscross release diff A B`` prints what changed from A to B and the bump it needs.
 The release is whole-table work (joins, a diff, checksums), so no Beam pipeline runs here.
 """
@@ -20,7 +21,7 @@ from crisscross.release.build import ReleaseRequest, ReleaseSettings, build, dif
 from crisscross.release.manifest import verify
 
 STAGE = "release"
-DESCRIPTION = "Build a versioned dataset release from the rated rounds (also: `release verify DIR`, `release diff A B`)."
+DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples and Flickr30k Entities boxes (also: `release verify DIR`, `release diff A B`)."
 
 
 def _paths(text: str | None) -> list[str]:
@@ -30,10 +31,14 @@ def _paths(text: str | None) -> list[str]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"crisscross {STAGE}", description=DESCRIPTION)
     p.add_argument(
-        "--rated", required=True, help="aggregate outputs, one per round, comma-joined (build/rated,build/sits/rated,build/verify/rated)"
+        "--rated", default=None, help="aggregate outputs, one per round, comma-joined (build/rated,build/sits/rated,build/verify/rated)"
     )
     p.add_argument("--judgments", default=None, help="annotate outputs in the same order, comma-joined: adds gold and excluded judgments")
-    p.add_argument("--items", required=True, help="the ingest output (splits, caption text)")
+    p.add_argument("--items", default=None, help="the ingest output (splits, caption text); needed with --rated")
+    p.add_argument("--bison", default=None, help="a `bison --verified` output: COCO-BISON triples under data/bison/")
+    p.add_argument(
+        "--entities", default=None, help="a `boxes` output: Flickr30k Entities Sentences/, Annotations/ and tables under data/entities/"
+    )
     p.add_argument("--out", required=True, help="release folder (replaced atomically on success)")
     p.add_argument("--params", default=None, help="params YAML; its 'release' section is read and the whole file is recorded")
     p.add_argument(
@@ -63,7 +68,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     previous = flags.previous or settings.previous
     request = ReleaseRequest(
         rounds=rounds_from(_paths(flags.rated), _paths(flags.judgments)),
-        items=Path(flags.items),
+        items=optional(flags.items),
         out=Path(flags.out.rstrip("/")),
         settings=settings,
         params=read_params(flags.params),
@@ -76,6 +81,7 @@ def main(argv: list[str]) -> dict[str, Any]:
         embeddings=optional(flags.embeddings),
         attribution=optional(flags.attribution),
         lock=optional(flags.lock),
+        parts={name: Path(folder) for name, folder in (("bison", flags.bison), ("entities", flags.entities)) if folder},
     )
     report = build(request)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -86,6 +92,8 @@ def main(argv: list[str]) -> dict[str, Any]:
         lines.append(f"  bump: {report['level']} against {report['previous']} ({report['reason']})")
     for kind, facts in report["summary"].items():
         lines.append(f"  {kind}: {facts['pairs']:,} pairs, {facts['positives']:,} positive")
+    for name, counts in report.get("parts", {}).items():
+        lines.append(f"  {name}: " + ", ".join(f"{v:,} {k}" for k, v in counts.items() if isinstance(v, int)))
     checked = report["verified"]
     lines.append(f"  verified: {checked['files']} files, {checked['bytes']:,} bytes, {checked['rows']:,} rows")
     if report["simulated"]:

@@ -53,10 +53,11 @@ class MissingExtra(UserError, ImportError):
     """The web dependencies are an optional extra."""
 
 
-def _settings(params: str | None, round_name: str | None) -> tuple[ServeSettings, int]:
-    _, _, serve = load_params(params, STAGE, ServeSettings)
+def _settings(params: str | None, round_name: str | None) -> tuple[ServeSettings, int, int]:
+    """The serve settings, the round's replicas and ``base.seed`` (VERIFY-TRIPLE's image order, as exported)."""
+    _, base, serve = load_params(params, STAGE, ServeSettings)
     _, _, tasks = load_params(params, "tasks", TaskParams, round_name)
-    return serve, tasks.replicas
+    return serve, tasks.replicas, int(base["seed"])
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +83,7 @@ def run_server(argv: list[str]) -> None:
         from crisscross.serve.app import AppConfig, Round, create_app
     except ImportError as error:
         raise MissingExtra(f"crisscross serve needs the serve extra: pip install -c constraints.txt -e '.[serve]' ({error})") from error
-    settings, replicas = _settings(flags.params, flags.round)
+    settings, replicas, seed = _settings(flags.params, flags.round)
     tasks = io.read_parquet(require(io.join(flags.tasks, "tasks.parquet"), "tasks"))
     catalog = load_catalog(require(flags.items, "ingest", " (or pass --items)"))
     batches(tasks, catalog)  # every id must be showable: the export's own check
@@ -98,7 +99,7 @@ def run_server(argv: list[str]) -> None:
         ip_rate_per_second=settings.ip_rate_per_second,
         signins_per_minute=settings.signins_per_minute,
     )
-    app = create_app(store, Round.of(tasks, catalog, flags.images), config)
+    app = create_app(store, Round.of(tasks, catalog, flags.images, seed), config)
     print(
         f"serve: {tasks.num_rows} task rows ({added} new) × {replicas} raters in {redact(flags.db)}\n"
         f"  rater page: http://{flags.host}:{flags.port}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})",
@@ -124,7 +125,7 @@ def status(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="crisscross serve status", description="Progress of a round and of each rater.")
     _common(parser)
     flags = parser.parse_args(argv)
-    settings, replicas = _settings(flags.params, flags.round)
+    settings, replicas, _ = _settings(flags.params, flags.round)
     store = open_store(flags.db)
     progress = store.progress(replicas, time.time(), settings.assignment_timeout)
     raters = rater_table(store.judgments(), store.gold())

@@ -101,7 +101,7 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
             **facts,
             "k": k,
             "backend": stage.params["backend"],
-            "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"]),
+            "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"], k),
         }
         if facts["rows"] >= 2:
             table = io.read_parquet(io.join(out, space, "neighbours.parquet"))

@@ -54,7 +54,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         gold_spaces(stage.flags.embeddings, settings.gold_text_encoders, settings.gold_image_encoders)  # fail early, with advice
     seed = int(stage.base.get("seed", 0))
     outputs = pipeline | "Tasks" >> BuildTasks(candidates, stage.flags.items, stage.flags.embeddings, settings, seed, batched=batched)
-    outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings)
+    outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings, seed)
     write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:
@@ -63,13 +63,14 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     return finish
 
 
-def write_tasks(tasks: pa.Table, out: str, items: str, settings: TaskParams) -> None:
-    """The export folders hold only what raters may see; the gold answer key goes beside them."""
+def write_tasks(tasks: pa.Table, out: str, items: str, settings: TaskParams, seed: int) -> None:
+    """The export folders hold only what raters may see; the gold answer key goes beside them.
+    ``seed`` orders the two images of a VERIFY-TRIPLE item, as the rater app does."""
     catalog = load_catalog(items)
     io.write_parquet(io.join(out, "tasks.parquet"), tasks)
     io.write_bytes(io.join(out, ANSWER_KEY), answer_key(tasks))
     for spec in settings.formats:
-        files = export_tasks(spec, tasks, catalog, settings.replicas)
+        files = export_tasks(spec, tasks, catalog, settings.replicas, seed)
         del files[ANSWER_KEY]
         for relative, data in files.items():
             io.write_bytes(io.join(out, "export", spec, relative), data)

@@ -48,6 +48,16 @@ def test_the_readme_shows_the_stage_commands() -> None:
     assert {"ingest", "embed", "similarity", "sample", "tasks", "annotate", "aggregate", "evaluate"} <= set(stages)
 
 
+def test_every_readme_pipeline_is_run_by_a_test() -> None:
+    """The README's ``dvc repro <workflow>`` commands (the BISON and Entities pipelines) are the
+    ones their tests run, so a renamed or moved workflow cannot leave the README behind."""
+    tested = "".join(path.read_text() for path in (PROJECT / "tests").rglob("test_*.py"))
+    targets = [shlex.split(command)[2:] for command in readme_commands("dvc") if command.startswith("dvc repro ")]
+    assert ["workflows/bison/dvc.yaml"] in targets and ["workflows/entities/dvc.yaml"] in targets
+    for target in targets:
+        assert f'"dvc", "repro", "{target[0]}"' in tested, f"no test runs dvc repro {target[0]}"
+
+
 def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
     root = tmp_path / "work"
     project = root / "main"

@@ -20,9 +20,15 @@ Statistics (one pass; an excluded rater still counts in the others' leave-one-ou
 * leave-one-out correlation: Pearson's r between the rater's values and the mean of the OTHER
   raters of the same items, over non-gold items with at least one other rating (gold items are
   easy by design and would inflate it); VERIFY answers count as 3 ("100% yes") down to 0
-  ("100% no").  NaN when the rater's or the others' values do not vary;
+  ("100% no"), BISON answers as 1 or 0 (CHOOSE: a caption or none; VERIFY-TRIPLE: target or
+  not).  NaN when the rater's or the others' values do not vary (BISON's single CHOOSE rater);
 * median seconds per item, over judgments whose time is known;
 * straight-lining: the share of the rater's judgments equal to their most frequent value.
+
+Straight-lining and the leave-one-out correlation are reported but are no exclusion rules for
+BISON's types: a careful rater answers "target" (or picks a caption) for nearly every item, as the
+paper's 95% yield shows, so the values hardly vary and a good rater's r is low on 0/1 answers
+(on the demo a rater with 31 of 36 "target" answers had r = 0.14).
 
 A statistic is used for exclusion only when it rests on enough judgments (``min_gold_items``
 gold items for gold accuracy, ``min_judgments`` for the others) and is not NaN, so a rater with
@@ -39,14 +45,20 @@ import pandas as pd
 
 from crisscross.aggregate.aggregators import sorted_codes, task_type_codes
 from crisscross.annotate.schema import (
+    BISON_TYPES,
+    CHOOSE,
+    CHOOSE_NONE,
     GOLD_NEGATIVE,
     GOLD_POSITIVE,
     NOT_GOLD,
     SCORE_MAX,
     SCORE_MIN,
+    TRIPLE_ANSWERS,
+    TRIPLE_TARGET,
     VERIFY,
     VERIFY_ANSWERS,
     VERIFY_POSITIVE,
+    VERIFY_TRIPLE,
 )
 
 JUDGMENT_COLUMNS = ("item_id", "task_type", "worker", "score", "answer", "seconds")
@@ -101,9 +113,10 @@ class QualityRules:
 # --------------------------------------------------------------------------- inputs
 
 
-def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.ndarray, np.ndarray]:
-    """Task type codes, their sorted names, which rows are VERIFY, and the value of every
-    judgment: its score, or its answer as 3 ("100% yes") down to 0 ("100% no")."""
+def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.ndarray, np.ndarray, np.ndarray]:
+    """Task type codes, their sorted names, which rows are VERIFY, which are BISON's, and the
+    value of every judgment: its score, a VERIFY answer as 3 ("100% yes") down to 0 ("100% no"),
+    a BISON answer as 1 (a caption chosen; "target") or 0."""
     if not isinstance(judgments, pd.DataFrame):
         raise TypeError(f"judgments must be a pandas DataFrame, got {type(judgments).__name__}")
     missing = [c for c in JUDGMENT_COLUMNS if c not in judgments.columns]
@@ -115,21 +128,31 @@ def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.
             raise ValueError(f"{int(null.sum())} of {len(judgments)} judgments have no {column}")
     kind, kinds = task_type_codes(judgments["task_type"])
     verify = kind == kinds.get_indexer([VERIFY])[0]
+    choose, triple = kind == kinds.get_indexer([CHOOSE])[0], kind == kinds.get_indexer([VERIFY_TRIPLE])[0]
+    bison = choose | triple
     score = judgments["score"].to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~verify & ~((score >= SCORE_MIN) & (score <= SCORE_MAX))
+    bad = ~verify & ~bison & ~((score >= SCORE_MIN) & (score <= SCORE_MAX))
     if bad.any():
         raise ValueError(
             f"{int(bad.sum())} rating judgments have no score in [{SCORE_MIN:g}, {SCORE_MAX:g}], "
             f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
         )
-    answer = judgments["answer"].map(VERIFY_VALUE).to_numpy(dtype=np.float64, na_value=np.nan)
+    answers = judgments["answer"]
+    answer = answers.map(VERIFY_VALUE).to_numpy(dtype=np.float64, na_value=np.nan)
     bad = verify & np.isnan(answer)
     if bad.any():
         raise ValueError(
             f"{int(bad.sum())} VERIFY judgments have no answer among {list(VERIFY_ANSWERS)}, "
             f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
         )
-    return kind, kinds, verify, np.where(verify, answer, score)
+    bad = (choose & answers.isna().to_numpy()) | (triple & ~answers.isin(TRIPLE_ANSWERS).to_numpy())
+    if bad.any():
+        raise ValueError(
+            f"{int(bad.sum())} BISON judgments have no answer (CHOOSE) or none among {list(TRIPLE_ANSWERS)} (VERIFY-TRIPLE), "
+            f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
+        )
+    bison_value = np.where(choose, (answers != CHOOSE_NONE).to_numpy(), (answers == TRIPLE_TARGET).to_numpy()).astype(np.float64)
+    return kind, kinds, verify, bison, np.where(verify, answer, np.where(bison, bison_value, score))
 
 
 def gold_items(gold: pd.DataFrame) -> pd.Series:
@@ -176,7 +199,7 @@ def rater_report(judgments: pd.DataFrame, gold: pd.DataFrame, rules: QualityRule
     rules = rules if isinstance(rules, QualityRules) else QualityRules.from_params(rules)
     if judgments.empty:  # a round nobody could judge (e.g. a text-only build's image tasks): no raters
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in RATER_COLUMNS.items()})
-    kind, kind_names, verify, value = _check_judgments(judgments)
+    kind, kind_names, verify, bison, value = _check_judgments(judgments)
     gold_of = gold_items(gold)
     worker, workers = sorted_codes(judgments["worker"], "worker")
     group_key = worker * len(kind_names) + kind
@@ -190,8 +213,12 @@ def rater_report(judgments: pd.DataFrame, gold: pd.DataFrame, rules: QualityRule
     label = judgments["item_id"].map(gold_of).to_numpy(dtype=object, na_value=NOT_GOLD)
     positive, negative = label == GOLD_POSITIVE, label == GOLD_NEGATIVE
     answers = judgments["answer"].to_numpy(dtype=object)
-    passed_positive = np.where(verify, pd.Series(answers).isin(VERIFY_POSITIVE).to_numpy(), value >= rules.positive_min_score)
-    passed_negative = np.where(verify, pd.Series(answers).isin(VERIFY_NEGATIVE).to_numpy(), value <= rules.negative_max_score)
+    passed_positive = np.where(
+        verify, pd.Series(answers).isin(VERIFY_POSITIVE).to_numpy(), np.where(bison, value == 1, value >= rules.positive_min_score)
+    )
+    passed_negative = np.where(
+        verify, pd.Series(answers).isin(VERIFY_NEGATIVE).to_numpy(), np.where(bison, value == 0, value <= rules.negative_max_score)
+    )
     is_gold = positive | negative
     gold_seen = np.bincount(group, weights=is_gold, minlength=size).astype(np.int64)
     gold_passed = np.bincount(group, weights=(positive & passed_positive) | (negative & passed_negative), minlength=size).astype(np.int64)
@@ -279,7 +306,9 @@ def _reasons(report: pd.DataFrame, rules: QualityRules) -> np.ndarray:
             ),
         ),
         (
-            (report["loo_items"] >= rules.min_judgments) & (report["loo_correlation"] < rules.min_loo_correlation),
+            (report["loo_items"] >= rules.min_judgments)
+            & (report["loo_correlation"] < rules.min_loo_correlation)
+            & ~report["task_type"].isin(BISON_TYPES),
             lambda r: f"loo-correlation {r.loo_correlation:.2f} < {rules.min_loo_correlation:g} (over {r.loo_items} items)",
         ),
         (
@@ -287,7 +316,9 @@ def _reasons(report: pd.DataFrame, rules: QualityRules) -> np.ndarray:
             lambda r: f"median-seconds {r.median_seconds:.1f} < {rules.min_median_seconds:g} (over {r.seconds_known} timed judgments)",
         ),
         (
-            (report["judgments"] >= rules.min_judgments) & (report["straightline_share"] > rules.max_straightline_share),
+            (report["judgments"] >= rules.min_judgments)
+            & (report["straightline_share"] > rules.max_straightline_share)
+            & ~report["task_type"].isin(BISON_TYPES),
             lambda r: f"straight-lining {r.straightline_share:.2f} of judgments on one value > {rules.max_straightline_share:g}",
         ),
     ]

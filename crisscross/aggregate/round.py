@@ -9,9 +9,12 @@ Steps (each a function of :mod:`crisscross.aggregate.quality`, :mod:`crisscross.
 3. per task type, one aggregator (``mean`` for ratings, as CxC; ``majority-vote`` for VERIFY
    answers by default) gives each item its ``agg_score`` or ``agg_label``, with ``n``, ``mean``
    and ``std`` of its raw ratings;
-4. Krippendorff's alpha per task type (interval for ratings, ordinal for VERIFY answers);
+4. Krippendorff's alpha per task type (interval for ratings, ordinal for VERIFY answers, nominal
+   for BISON's answers);
 5. positives: ratings by per-type threshold (CxC §3: STS ≥ 3, SITS ≥ 3, SIS ≥ 2.5), VERIFY by
-   the aggregated answer being "100% yes" or "partially yes" (ECCV Caption §3.3).
+   the aggregated answer being "100% yes" or "partially yes" (ECCV Caption §3.3), BISON's types
+   by :data:`crisscross.aggregate.bison.ROUND_RULES` (CHOOSE: a caption was chosen, not
+   "none"; VERIFY-TRIPLE: every one of at least two verifiers answered "target").
 
 Duplicates rule: an item is an unordered pair for STS and SIS (:func:`crisscross.annotate.schema.item_id`),
 so judgments of a pair written in either order, or sampled into two batches, are *pooled* into
@@ -37,6 +40,7 @@ from crisscross.aggregate.aggregators import (
     require_kind,
 )
 from crisscross.aggregate.agreement import krippendorff_alpha
+from crisscross.aggregate.bison import ROUND_RULES
 from crisscross.aggregate.quality import (
     QualityRules,
     rater_report,
@@ -126,17 +130,21 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
         else:
             frame["agg_score"] = np.nan
             frame["agg_label"] = aggregator.labels_
-            frame["positive"] = frame["agg_label"].isin(VERIFY_POSITIVE)
+            rule = ROUND_RULES.get(kind)
+            frame["positive"] = rule.positive(frame, long) if rule else frame["agg_label"].isin(VERIFY_POSITIVE)
         frame["simulated"] = simulated.reindex(frame.index).fillna(False).astype(bool)
         frames.append(frame.reset_index(names="item_id"))
-        facts[kind] = _facts(long, frame, thresholds.get(kind), info.rated)
+        level = "interval" if info.rated else "nominal" if kind in ROUND_RULES else "ordinal"
+        facts[kind] = _facts(long, frame, thresholds.get(kind), info.rated, level)
+        if kind in ROUND_RULES:
+            facts[kind].update(ROUND_RULES[kind].facts(frame, long))
     rated = pd.concat(frames, ignore_index=True)[list(RATED_COLUMNS)] if frames else pd.DataFrame(columns=list(RATED_COLUMNS))
     rated = rated.sort_values(["task_type", "item_id"], kind="stable").reset_index(drop=True)
     return RoundResult(rated, kept.reset_index(drop=True), excluded.reset_index(drop=True), raters, facts)
 
 
-def _facts(long: pd.DataFrame, frame: pd.DataFrame, threshold: float | None, rated: bool) -> dict[str, Any]:
-    alpha = krippendorff_alpha(long, "interval" if rated else "ordinal")
+def _facts(long: pd.DataFrame, frame: pd.DataFrame, threshold: float | None, rated: bool, level: str) -> dict[str, Any]:
+    alpha = krippendorff_alpha(long, level)
     usual = int(frame["n"].mode().min())
     pooled = frame["n"] > usual
     facts: dict[str, Any] = {

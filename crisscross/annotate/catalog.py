@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -45,6 +46,17 @@ class Catalog:
         if value not in self.paths:
             return "no-pixels", f"image {value} has pixels {self.pixels[value]!r}, so raters cannot see it"
         return None
+
+    @cached_property
+    def captions_by_image(self) -> dict[str, tuple[str, ...]]:
+        """Image id → its captions raters can read, sorted (BISON's CHOOSE shows them all)."""
+        grouped: dict[str, list[str]] = {}
+        for caption in sorted(self.texts):
+            grouped.setdefault(self.image_of.get(caption, ""), []).append(caption)
+        return {image: tuple(captions) for image, captions in grouped.items()}
+
+    def captions_of(self, image: str) -> tuple[str, ...]:
+        return self.captions_by_image.get(image, ())
 
     def showable(self, kind: str) -> list[str]:
         """Every id of one kind that raters can be shown, sorted."""

@@ -6,6 +6,9 @@ self-contained (ids, caption text, image path or URI as the images table gives i
 ``replicas``: how many raters do the batch).  Gold flags and sampling methods are never in a
 rater-facing file (a method named ``gold`` would give them away): every format gets the same
 ``answer_key.csv`` beside it, listing the gold items, for the people running the round.
+BISON items also carry their options (CHOOSE: the target's captions; VERIFY-TRIPLE: the target
+and decoy images in the seeded order of :func:`~crisscross.annotate.schema.decoy_first`), each
+with the answer picking it gives.
 
 Import (:data:`JUDGMENT_FORMATS`): ``read(name, data)`` parses one file's bytes into
 :class:`RawJudgment` records, each with its ``source`` (``file:line``, or an element path inside a
@@ -46,12 +49,18 @@ import pyarrow as pa
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import INSTRUCTIONS, VERIFY_MEANINGS
 from crisscross.annotate.schema import (
+    BISON_TYPES,
+    CHOOSE,
     GOLD_NEGATIVE,
     GOLD_POSITIVE,
     SCORE_MAX,
     SCORE_MIN,
     TASK_TYPES,
+    TRIPLE_DECOY,
+    TRIPLE_TARGET,
     VERIFY_ANSWERS,
+    VERIFY_TRIPLE,
+    decoy_first,
     task_type,
 )
 from crisscross.core.errors import UserError
@@ -98,6 +107,7 @@ class Side:
     id: str
     field: str  # "text" or "image"
     value: str  # caption text, or image path / URI
+    answer: str = ""  # options only: the answer a rater gives by picking this option
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,9 @@ class BatchItem:
     position: int
     a: Side
     b: Side
+    # BISON: CHOOSE lists the target's captions (answer: the caption id); VERIFY-TRIPLE shows the
+    # target and decoy images in a seeded order (answer: target / decoy).
+    options: tuple[Side, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,16 +128,33 @@ class Batch:
     items: tuple[BatchItem, ...]  # by position
 
 
-def _side(value: str, catalog: Catalog) -> Side:
+def _side(value: str, catalog: Catalog, answer: str = "") -> Side:
     if split_id(value)[1] == CAPTION_KIND:
-        return Side(value, "text", catalog.texts[value])
-    return Side(value, "image", catalog.paths[value])
+        return Side(value, "text", catalog.texts[value], answer)
+    return Side(value, "image", catalog.paths[value], answer)
 
 
-def batches(tasks: pa.Table, catalog: Catalog) -> list[Batch]:
-    """The tasks table as batches sorted by id, items by position; every id must be showable."""
+def _options(row: dict[str, Any], catalog: Catalog, seed: int) -> tuple[Side, ...]:
+    """The options of a BISON item (see :class:`BatchItem`); none for other types."""
+    if row["task_type"] == CHOOSE:
+        return tuple(Side(c, "text", catalog.texts[c], c) for c in catalog.captions_of(row["id_a"]))
+    if row["task_type"] == VERIFY_TRIPLE:
+        shown = (_side(catalog.image(row["id_a"]), catalog, TRIPLE_TARGET), _side(row["id_b"], catalog, TRIPLE_DECOY))
+        return shown[::-1] if decoy_first(row["item_id"], seed) else shown
+    return ()
+
+
+def _shown(row: dict[str, Any], catalog: Catalog) -> tuple[str, ...]:
+    """Every id a task row shows raters (a VERIFY-TRIPLE's target image too)."""
+    extra = (catalog.image(row["id_a"]),) if row["task_type"] == VERIFY_TRIPLE else ()
+    return (row["id_a"], row["id_b"], *extra)
+
+
+def batches(tasks: pa.Table, catalog: Catalog, seed: int = 0) -> list[Batch]:
+    """The tasks table as batches sorted by id, items by position; every id must be showable.
+    ``seed`` (``base.seed``) orders the two images of each VERIFY-TRIPLE item."""
     rows = sorted(tasks.to_pylist(), key=lambda r: (r["batch_id"], r["position"]))
-    problems = sorted({(v, p[1]) for r in rows for v in (r["id_a"], r["id_b"]) if (p := catalog.problem(v))})
+    problems = sorted({(v, p[1]) for r in rows for v in _shown(r, catalog) if (p := catalog.problem(v))})
     if problems:
         raise ExportError(f"{len(problems)} ids in the tasks table cannot be shown to raters (first: {problems[:3]})")
     grouped: dict[str, list[dict[str, Any]]] = {}
@@ -135,7 +165,10 @@ def batches(tasks: pa.Table, catalog: Catalog) -> list[Batch]:
         kinds = {r["task_type"] for r in members}
         if len(kinds) != 1:
             raise ExportError(f"batch {batch_id} mixes task types {sorted(kinds)}")
-        items = tuple(BatchItem(r["item_id"], r["position"], _side(r["id_a"], catalog), _side(r["id_b"], catalog)) for r in members)
+        items = tuple(
+            BatchItem(r["item_id"], r["position"], _side(r["id_a"], catalog), _side(r["id_b"], catalog), _options(r, catalog, seed))
+            for r in members
+        )
         out.append(Batch(batch_id, kinds.pop(), items))
     return out
 
@@ -160,11 +193,11 @@ class TaskFormat(ABC):
 TASK_FORMATS: Registry[TaskFormat] = Registry("task format")
 
 
-def export_tasks(spec: str, tasks: pa.Table, catalog: Catalog, replicas: int) -> dict[str, bytes]:
+def export_tasks(spec: str, tasks: pa.Table, catalog: Catalog, replicas: int, seed: int = 0) -> dict[str, bytes]:
     """The files of format ``spec`` for the tasks table, plus ``answer_key.csv``, by path."""
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
-    files = TASK_FORMATS.create(spec).write(batches(tasks, catalog), replicas)
+    files = TASK_FORMATS.create(spec).write(batches(tasks, catalog, seed), replicas)
     files[ANSWER_KEY] = answer_key(tasks)
     return dict(sorted(files.items()))
 
@@ -172,8 +205,9 @@ def export_tasks(spec: str, tasks: pa.Table, catalog: Catalog, replicas: int) ->
 @TASK_FORMATS.register("jsonl")
 class JsonlTasks(TaskFormat):
     """``batches.jsonl``: one object per batch (batch_id, task_type, instructions, replicas,
-    items [{item_id, position, a: {id, text | image}, b: {…}}]).  Values are raw text: a custom
-    tool that shows them in a page must escape them itself."""
+    items [{item_id, position, a: {id, text | image}, b: {…}}]; BISON items also ``options``
+    [{id, text | image, answer}] in the order to show them, ``answer`` being what picking one
+    answers).  Values are raw text: a custom tool that shows them in a page must escape them itself."""
 
     def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
         lines = [
@@ -189,6 +223,7 @@ class JsonlTasks(TaskFormat):
                             "position": i.position,
                             "a": {"id": i.a.id, i.a.field: i.a.value},
                             "b": {"id": i.b.id, i.b.field: i.b.value},
+                            **({"options": [{"id": o.id, o.field: o.value, "answer": o.answer} for o in i.options]} if i.options else {}),
                         }
                         for i in b.items
                     ],
@@ -217,6 +252,10 @@ class CrowdCsvTasks(TaskFormat):
     results files echo them back for matching (canonical and item ids hold no markup in practice).
     A caption starting with ``=``, ``+``, ``-`` or ``@`` also gets :func:`~crisscross.core.io.csv_bytes`'s
     leading ``'``, which the page then shows.
+
+    BISON types add, for j = 1 … the most options of an item, ``item_<i>_option_<j>_<text|image>``
+    and ``item_<i>_option_<j>_answer`` (the value a radio button under that option submits: the
+    caption id for CHOOSE, target / decoy for VERIFY-TRIPLE, in the order to show them).
     """
 
     def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
@@ -227,14 +266,20 @@ class CrowdCsvTasks(TaskFormat):
                 continue
             fields = tuple("text" if k == CAPTION_KIND else "image" for k in task_type(kind).kinds)
             width = max(len(b.items) for b in of_kind)
+            n_options = max(len(i.options) for b in of_kind for i in b.items)
+            option_field = "text" if kind == CHOOSE else "image"
             header = ["batch_id", "task_type", "replicas", "n_items"]
             for i in range(1, width + 1):
                 header += [f"item_{i}_id", f"item_{i}_a_{fields[0]}", f"item_{i}_b_{fields[1]}"]
+                for j in range(1, n_options + 1):
+                    header += [f"item_{i}_option_{j}_{option_field}", f"item_{i}_option_{j}_answer"]
             rows = []
             for b in of_kind:
                 cells: list[object] = [b.batch_id, b.task_type, replicas, len(b.items)]
                 for i in b.items:
                     cells += [i.item_id, html_text(i.a.value), html_text(i.b.value)]
+                    options = [[html_text(o.value), o.answer] for o in i.options]
+                    cells += [cell for pair in options + [["", ""]] * (n_options - len(options)) for cell in pair]
                 rows.append(cells + [""] * (len(header) - len(cells)))
             files[f"{kind.lower()}.csv"] = csv_bytes(header, rows)
             files[f"{kind.lower()}.instructions.txt"] = (INSTRUCTIONS[kind] + "\n").encode()
@@ -260,9 +305,15 @@ class LabelStudioTasks(TaskFormat):
     ``data`` values are not HTML-escaped: the ``<Text>`` tag renders ``$text_a`` as plain text
     (escaping would show raters ``&lt;``) and ``<Image>`` takes its value as a URL.  Do not
     switch the config to ``<HyperText>``, which renders its value as HTML.
+
+    BISON batches are refused (:class:`ExportError`): a Label Studio choice is a fixed label or
+    rendered HTML, so it can neither name a per-item caption id nor show caption text safely.
     """
 
     def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
+        bison = sorted({b.task_type for b in batches if b.task_type in BISON_TYPES})
+        if bison:
+            raise ExportError(f"label-studio cannot show {', '.join(bison)} items; export them as jsonl or crowd-csv (tasks.formats)")
         files = {}
         for kind in TASK_TYPES:
             tasks = [

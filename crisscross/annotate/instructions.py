@@ -1,9 +1,22 @@
-"""What raters read: CxC's 0–5 criteria (appendix Table 2) per rating type and ECCV Caption's four
-verification answers (§3.2), quoted from the papers, as one text per task type."""
+"""What raters read: CxC's 0–5 criteria (appendix Table 2) per rating type, ECCV Caption's four
+verification answers (§3.2), quoted from the papers, and BISON's two steps (§4.1, paraphrased: the
+paper shows its interface only in the supplement), as one text per task type."""
 
 from __future__ import annotations
 
-from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, VERIFY, VERIFY_ANSWERS
+from crisscross.annotate.schema import (
+    CHOOSE,
+    CHOOSE_NONE,
+    SCORE_MAX,
+    SCORE_MIN,
+    SIS,
+    SITS,
+    STS,
+    TRIPLE_ANSWERS,
+    VERIFY,
+    VERIFY_ANSWERS,
+    VERIFY_TRIPLE,
+)
 
 # CxC appendix, Table 2: the 0–5 criteria, STS column after Agirre et al. (2012); quoted
 # (the PDF's stray spaces before commas removed).
@@ -119,7 +132,34 @@ def _rating_instructions(kind: str) -> str:
     return f"{_RATING_GUIDANCE[kind]}\n\n{question}Scale\n{scale}\n\n{continuous}"
 
 
+# BISON §4.1 step 2: pick the caption that fits the target image but not the decoy.
+_CHOOSE_GUIDANCE = f"""\
+You see two similar images, the target image and another image, and the captions written for the target.
+
+Choose the one caption that describes the target image but does not describe the other image. If every caption fits both images, choose "{CHOOSE_NONE}" (none of the above)."""
+
+# BISON §4.1 step 3: the four answers of the verification, in the paper's order.
+TRIPLE_MEANINGS: dict[str, str] = dict(
+    zip(
+        TRIPLE_ANSWERS,  # "target", "decoy", "both", "neither"
+        (
+            "The caption describes the target image only.",
+            "The caption describes the decoy image only.",
+            "The caption describes both images.",
+            "The caption describes neither image.",
+        ),
+        strict=True,
+    )
+)
+
+_TRIPLE_GUIDANCE = """\
+Read the caption and look at the two images: which of them does the caption describe?
+
+Answer with the image the caption describes, "both" if it describes both images, or "neither" if it describes neither."""
+
 INSTRUCTIONS: dict[str, str] = {
     **{kind: _rating_instructions(kind) for kind in (STS, SIS, SITS)},
     VERIFY: _VERIFY_GUIDANCE + "\n\nAnswers\n" + "\n".join(f"{a}: {m}" for a, m in VERIFY_MEANINGS.items()),
+    CHOOSE: _CHOOSE_GUIDANCE,
+    VERIFY_TRIPLE: _TRIPLE_GUIDANCE,
 }

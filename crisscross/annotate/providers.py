@@ -10,9 +10,10 @@ it could not judge, each with a reason (:data:`UNJUDGED_SCHEMA`: a tasks table p
 ``replay`` — :class:`Replay` (``judgments=``)
     Judgments made before, found by item: symmetric types (STS, SIS) by unordered pair, so a pair
     judged in either order is found and never sent to raters twice.
-``simulate`` — :func:`simulate_from_embeddings` (``embeddings=, encoder=, seed=, params=``)
+``simulate`` — :func:`simulate_from_embeddings` (``embeddings=, encoder=, seed=, params=, items=``)
     A seeded rater panel (:class:`Simulate`) for dry runs and budgeting; every row it writes is
-    marked ``simulated``.
+    marked ``simulated``.  BISON's CHOOSE and VERIFY-TRIPLE need the captions of each image
+    (``items``: the ingest output).
 
 :func:`load_cxc_release` reads the published CxC release as items and judgments for ``replay``.
 """
@@ -33,6 +34,9 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.schema import (
+    BISON_TYPES,
+    CHOOSE,
+    CHOOSE_NONE,
     JUDGMENTS_SCHEMA,
     NOT_GOLD,
     POSITIVE_THRESHOLDS,
@@ -47,12 +51,18 @@ from crisscross.annotate.schema import (
     TASK_TYPE_INFO,
     TASK_TYPES,
     TASKS_SCHEMA,
+    TRIPLE_ANSWERS,
+    TRIPLE_DECOY,
+    TRIPLE_TARGET,
     VERIFY,
     VERIFY_ANSWERS,
+    VERIFY_TRIPLE,
     item_id,
     ordered_pair,
     threshold_votes,
 )
+from crisscross.core import io
+from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.core.rng import generator
@@ -295,9 +305,22 @@ def repeats_report(judgments: TableLike) -> dict[str, dict[str, int]]:
 # (USE 0.11 ≈ STS 0.2, 0.99 ≈ 5); SIS compares co-caption means, whose cosines sit higher.  On the demo, use-m3
 # gives co-caption STS pairs a median cosine of 0.56 and captions vs their own image 0.81.
 # Other encoders need their own anchors (bow-glove50 cosines mostly lie in 0.8–1.0).
-DEFAULT_ANCHORS = {STS: (0.1, 0.9), SIS: (0.15, 0.85), SITS: (0.1, 0.85), VERIFY: (0.1, 0.85)}
-# Mean seconds per item: CxC appendix (37 s STS, 17 s SIS and SITS); VERIFY is a four-way choice.
-DEFAULT_SECONDS_MEAN = {STS: 37.0, SIS: 17.0, SITS: 17.0, VERIFY: 10.0}
+# BISON: CHOOSE maps a caption's *margin* (cosine to the target's mean minus cosine to the
+# decoy's) to 0–5, since target and decoy are nearest neighbours and both cosines are high (on the
+# demo under use-m3, a target's best caption beats its bow-glove50 decoy by a median 0.47, and
+# 90% of targets by at least 0.16); VERIFY-TRIPLE maps the caption's cosine to the target's mean, like SITS.
+DEFAULT_ANCHORS = {
+    STS: (0.1, 0.9),
+    SIS: (0.15, 0.85),
+    SITS: (0.1, 0.85),
+    VERIFY: (0.1, 0.85),
+    CHOOSE: (-0.05, 0.35),
+    VERIFY_TRIPLE: (0.1, 0.85),
+}
+# Mean seconds per item: CxC appendix (37 s STS, 17 s SIS and SITS); VERIFY is a four-way choice;
+# CHOOSE means reading five captions against two images, VERIFY-TRIPLE one caption.
+DEFAULT_SECONDS_MEAN = {STS: 37.0, SIS: 17.0, SITS: 17.0, VERIFY: 10.0, CHOOSE: 30.0, VERIFY_TRIPLE: 10.0}
+DEFAULT_PANEL = "sim"  # worker ids sim-0000 …
 SCORE_DECIMALS = 2  # a slider reading like CxC's 2.87 (its appendix)
 SECONDS_DECIMALS = 1
 
@@ -314,6 +337,15 @@ class SimulateParams:
     scores, and they are fast (``careless_seconds_mean``).  VERIFY answers threshold the rater's
     score at ``verify_cuts`` (descending) into VERIFY_ANSWERS, best first.  Seconds are lognormal
     with mean ``seconds_mean[task]`` and log-sd ``seconds_sigma``.
+
+    BISON (:meth:`Simulate._judge_bison`): a CHOOSE rater scores every caption of the target by its
+    margin (``anchors[CHOOSE]``) plus bias and noise and picks the best, or ``none`` when the best
+    is below ``choose_cut``; a VERIFY-TRIPLE rater says the caption fits the target when its score
+    (``anchors[VERIFY-TRIPLE]``) plus bias and noise reaches ``triple_cut``, and tells it from
+    the decoy when its noisy margin score reaches ``choose_cut``: target (fits, tells apart),
+    both (fits, does not), neither (does not fit, tells apart), decoy (neither).  Careless raters
+    pick uniformly, straight-liners by their constant.  ``panel_name`` prefixes the worker ids
+    and, other than the default, draws other people (:meth:`Panel.draw`): BISON verifies with different raters.
     """
 
     raters_per_batch: int = 5
@@ -327,6 +359,9 @@ class SimulateParams:
     seconds_mean: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SECONDS_MEAN))
     seconds_sigma: float = 0.5
     careless_seconds_mean: float = 3.0
+    choose_cut: float = 2.5
+    triple_cut: float = 2.5
+    panel_name: str = DEFAULT_PANEL
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
@@ -341,8 +376,12 @@ class SimulateParams:
         anchors = {**defaults.anchors, **_per_task(given.pop("anchors", {}), "anchors")}
         seconds = {**defaults.seconds_mean, **_per_task(given.pop("seconds_mean", {}), "seconds_mean")}
         cuts = given.pop("verify_cuts", defaults.verify_cuts)
+        panel_name = given.pop("panel_name", defaults.panel_name)
+        if not isinstance(panel_name, str) or not panel_name.strip():
+            raise ValueError(f"simulate params: panel_name must be a non-empty string, got {panel_name!r}")
         made = dataclasses.replace(
             defaults,
+            panel_name=panel_name.strip(),
             **{name: _number(name, value, integer=name in _INTEGER_PARAMS) for name, value in given.items()},
             anchors={t: _numbers(f"anchors[{t}]", value, 2) for t, value in anchors.items()},
             seconds_mean={t: _number(f"seconds_mean[{t}]", value) for t, value in seconds.items()},
@@ -430,9 +469,12 @@ class _UnitRows:
 
 
 class Reference:
-    """The reference text encoder's vectors: captions, and images as their co-caption means."""
+    """The reference text encoder's vectors: captions, and images as their co-caption means;
+    ``image_of`` (caption → image, for BISON's tasks) when the captions table was given."""
 
-    def __init__(self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference") -> None:
+    def __init__(
+        self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference", image_of: Mapping[str, str] | None = None
+    ) -> None:
         if captions.dim != images.dim:
             raise ValueError(f"{name}: caption vectors are {captions.dim}-d but image vectors {images.dim}-d")
         self.name = name
@@ -440,16 +482,31 @@ class Reference:
             CAPTION_KIND: _UnitRows(captions, f"{name}/{CAPTIONS}"),
             IMAGE_KIND: _UnitRows(images, f"{name}/{COCAPTION_MEAN}"),
         }
+        self.image_of = dict(image_of) if image_of is not None else None
+        self.captions_of: dict[str, list[str]] = {}
+        for caption, image in sorted((self.image_of or {}).items()):
+            self.captions_of.setdefault(image, []).append(caption)
 
     @classmethod
-    def read(cls, embeddings: str | Path, encoder: str) -> Reference:
-        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``."""
+    def read(cls, embeddings: str | Path, encoder: str, items: str | Path | None = None) -> Reference:
+        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``;
+        with ``items`` (an ingest output) the captions of every image too."""
         root = str(embeddings)
+        image_of = None
+        if items is not None:
+            rows = io.read_parquet(io.join(str(items), "captions.parquet")).select(["caption_id", "image_id"]).to_pylist()
+            image_of = {r["caption_id"]: r["image_id"] for r in rows}
         return cls(
             EmbeddingSet.read(set_dir(root, "text", encoder, CAPTIONS)),
             EmbeddingSet.read(set_dir(root, "text", encoder, COCAPTION_MEAN)),
             name=f"text/{encoder}",
+            image_of=image_of,
         )
+
+    def pair_cosines(self, kinds: tuple[str, str], a: list[str], b: list[str]) -> tuple[np.ndarray, list[str]]:
+        """Cosines of ``a[i]`` and ``b[i]`` (ids of ``kinds``; NaN when a vector is missing) and why."""
+        (va, why_a), (vb, why_b) = self._sets[kinds[0]].lookup(a), self._sets[kinds[1]].lookup(b)
+        return np.einsum("ij,ij->i", va, vb), ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
 
     def cosines(self, frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         """Cosine of every task row's pair (NaN when a vector is missing) and why it is missing.
@@ -487,7 +544,11 @@ class Panel:
 
     @classmethod
     def draw(cls, params: SimulateParams, seed: int) -> Panel:
-        rng = generator(seed, "panel")
+        """Another ``panel_name`` draws other people (biases, careless raters), not the same people
+        renamed: BISON's verifiers must not share the choosers' biases.  The default panel keeps
+        the draw every earlier build used."""
+        named = () if params.panel_name == DEFAULT_PANEL else (params.panel_name,)
+        rng = generator(seed, "panel", *named)
         n = params.panel_size
         order = rng.permutation(n)
         careless_rows = order[: round(params.careless_share * n)]
@@ -497,7 +558,7 @@ class Panel:
         straightline[straight_rows] = True
         bias = rng.normal(0.0, params.bias_sd, n)
         constant = np.round(rng.uniform(SCORE_MIN, SCORE_MAX, n), SCORE_DECIMALS)
-        return cls(tuple(f"sim-{i:04d}" for i in range(n)), bias, careless, straightline, constant)
+        return cls(tuple(f"{params.panel_name}-{i:04d}" for i in range(n)), bias, careless, straightline, constant)
 
 
 class Simulate:
@@ -532,15 +593,23 @@ class Simulate:
 
     def __call__(self, tasks: TableLike) -> Provided:
         frame = _tasks(tasks)
-        latent, details = self._latent(frame)
+        is_bison = frame["task_type"].isin(BISON_TYPES).to_numpy()
+        regular, bison = frame[~is_bison], frame[is_bison]
+        latent, details = self._latent(regular)
         missing = np.isnan(latent)
-        judgments = self._judge(frame[~missing], latent[~missing])
-        unjudged = unjudged_table(frame[missing], NO_VECTOR, [d for d, m in zip(details, missing, strict=True) if m])
-        return Provided(_judgments_table(judgments), unjudged)
+        judged = [self._judge(regular[~missing], latent[~missing])]
+        unjudged = [unjudged_table(regular[missing], NO_VECTOR, [d for d, m in zip(details, missing, strict=True) if m])]
+        if len(bison):
+            made, lacking, why = self._judge_bison(bison)
+            judged.append(made)
+            unjudged.append(unjudged_table(bison[lacking], NO_VECTOR, why))
+        judgments = pd.concat([j for j in judged if len(j)], ignore_index=True) if any(len(j) for j in judged) else judged[0]
+        table = pa.concat_tables(unjudged).sort_by([("batch_id", "ascending"), ("item_id", "ascending")])
+        return Provided(_judgments_table(judgments), table)
 
-    def _judge(self, rows: pd.DataFrame, latent: np.ndarray) -> pd.DataFrame:
-        """``raters_per_batch`` judgments of every row, by its batch's raters (arrays are rows × raters)."""
-        p, panel, r = self.params, self.panel, self.params.raters_per_batch
+    def _raters(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each row's raters (rows × raters, by batch) and its two standard-normal and one uniform draws."""
+        p, r = self.params, self.params.raters_per_batch
         batch_raters = {
             b: np.sort(generator(self.seed, "batch", b).choice(p.panel_size, size=r, replace=False)) for b in sorted(set(rows["batch_id"]))
         }
@@ -550,6 +619,78 @@ class Simulate:
             rng = generator(self.seed, "item", batch, item)
             normal[:, i] = rng.standard_normal((2, r))
             unit[i] = rng.random(r)
+        return raters, normal, unit
+
+    def _seconds(self, rows: pd.DataFrame, careless: np.ndarray, normal: np.ndarray) -> np.ndarray:
+        p = self.params
+        task_seconds = rows["task_type"].map(p.seconds_mean).to_numpy(np.float64)[:, None]
+        mean_seconds = np.where(careless, p.careless_seconds_mean, task_seconds)
+        return np.round(mean_seconds * np.exp(p.seconds_sigma * normal - p.seconds_sigma**2 / 2), SECONDS_DECIMALS)
+
+    def _judge_bison(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+        """CHOOSE and VERIFY-TRIPLE judgments (see :class:`SimulateParams`), the rows that lack a
+        vector (or captions) and why."""
+        if self.reference.image_of is None:
+            raise InputError("simulate: CHOOSE and VERIFY-TRIPLE tasks need the captions table: give annotate --items (the ingest output)")
+        p, panel = self.params, self.panel
+        raters, normal, unit = self._raters(rows)
+        careless, straight = panel.careless[raters], panel.straightline[raters]
+        answers = np.empty(raters.shape, dtype=object)
+        lacking = np.zeros(len(rows), dtype=bool)
+        why = []
+        low, high = p.anchors[CHOOSE]
+        for i, row in enumerate(rows.itertuples(index=False)):
+            if row.task_type == CHOOSE:
+                target, decoy, options = row.id_a, row.id_b, self.reference.captions_of.get(row.id_a, [])
+            else:
+                target, decoy, options = self.reference.image_of.get(row.id_a, ""), row.id_b, [row.id_a]
+            n = len(options)
+            to_target, problem_t = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [target] * n)
+            to_decoy, problem_d = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [decoy] * n)
+            if n == 0 or np.isnan(to_target).any() or np.isnan(to_decoy).any():
+                lacking[i] = True
+                why.append("; ".join(filter(None, [*problem_t, *problem_d])) or f"{target} has no caption in the captions table")
+                continue
+            margin = cosine_to_score(to_target - to_decoy, low, high)  # (options,)
+            rng = generator(self.seed, "bison", row.batch_id, row.item_id)
+            noise = p.noise_sd * rng.standard_normal((raters.shape[1], n))
+            perceived = margin[None, :] + panel.bias[raters[i]][:, None] + noise  # raters × options
+            pick = rng.integers(n + 1, size=raters.shape[1])  # careless CHOOSE: any caption or none
+            if row.task_type == CHOOSE:
+                best = perceived.argmax(axis=1)
+                attentive = np.where(perceived.max(axis=1) >= p.choose_cut, np.asarray(options, dtype=object)[best], CHOOSE_NONE)
+                sloppy = np.asarray([*options, CHOOSE_NONE], dtype=object)[pick]
+                lined = np.where(panel.constant[raters[i]] >= p.choose_cut, options[0], CHOOSE_NONE)
+            else:
+                fits_low, fits_high = p.anchors[VERIFY_TRIPLE]
+                fit = cosine_to_score(to_target[0], fits_low, fits_high) + panel.bias[raters[i]] + p.noise_sd * normal[0, i]
+                apart = perceived[:, 0] >= p.choose_cut
+                attentive = np.where(fit >= p.triple_cut, np.where(apart, TRIPLE_TARGET, "both"), np.where(apart, "neither", TRIPLE_DECOY))
+                sloppy = np.asarray(TRIPLE_ANSWERS, dtype=object)[(unit[i] * len(TRIPLE_ANSWERS)).astype(np.int64)]
+                lined = np.where(panel.constant[raters[i]] >= p.triple_cut, TRIPLE_TARGET, "neither")
+            answers[i] = np.where(careless[i], np.where(straight[i], lined, sloppy), attentive)
+        kept = ~lacking
+        r = raters.shape[1]
+        judged = rows[kept]
+        repeated = {c: np.repeat(judged[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
+        frame = pd.DataFrame(
+            {
+                **repeated,
+                "worker": np.asarray(panel.workers, dtype=object)[raters[kept]].ravel(),
+                "score": np.nan,
+                "answer": answers[kept].ravel(),
+                "seconds": self._seconds(judged, careless[kept], normal[1][kept]).ravel(),
+                "time": None,
+                "source": SOURCE_SIMULATED,
+                "simulated": True,
+            }
+        )
+        return frame, lacking, why
+
+    def _judge(self, rows: pd.DataFrame, latent: np.ndarray) -> pd.DataFrame:
+        """``raters_per_batch`` judgments of every row, by its batch's raters (arrays are rows × raters)."""
+        p, panel, r = self.params, self.panel, self.params.raters_per_batch
+        raters, normal, unit = self._raters(rows)
 
         attentive = np.clip(latent[:, None] + panel.bias[raters] + p.noise_sd * normal[0], SCORE_MIN, SCORE_MAX)
         uniform = SCORE_MIN + (SCORE_MAX - SCORE_MIN) * unit
@@ -558,9 +699,7 @@ class Simulate:
         score = np.round(score, SCORE_DECIMALS)
         answer = np.asarray(VERIFY_ANSWERS, dtype=object)[(score[..., None] < np.asarray(p.verify_cuts)).sum(axis=-1)]
         is_verify = np.repeat((rows["task_type"] == VERIFY).to_numpy()[:, None], r, axis=1)
-        task_seconds = rows["task_type"].map(p.seconds_mean).to_numpy(np.float64)[:, None]
-        mean_seconds = np.where(careless, p.careless_seconds_mean, task_seconds)
-        seconds = mean_seconds * np.exp(p.seconds_sigma * normal[1] - p.seconds_sigma**2 / 2)
+        seconds = self._seconds(rows, careless, normal[1])
         repeated = {c: np.repeat(rows[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
         return pd.DataFrame(
             {
@@ -568,7 +707,7 @@ class Simulate:
                 "worker": np.asarray(panel.workers, dtype=object)[raters].ravel(),
                 "score": np.where(is_verify, np.nan, score).ravel(),
                 "answer": np.where(is_verify, answer, None).ravel(),
-                "seconds": np.round(seconds, SECONDS_DECIMALS).ravel(),
+                "seconds": seconds.ravel(),
                 "time": None,
                 "source": SOURCE_SIMULATED,
                 "simulated": True,
@@ -576,6 +715,9 @@ class Simulate:
         )
 
 
-def simulate_from_embeddings(embeddings: str | Path, encoder: str, seed: int, params: Mapping[str, Any] | None = None) -> Simulate:
-    """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference."""
-    return Simulate(Reference.read(embeddings, encoder), seed, params)
+def simulate_from_embeddings(
+    embeddings: str | Path, encoder: str, seed: int, params: Mapping[str, Any] | None = None, items: str | Path | None = None
+) -> Simulate:
+    """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference
+    (and the captions table of ``items``, an ingest output, for BISON's task types)."""
+    return Simulate(Reference.read(embeddings, encoder, items), seed, params)

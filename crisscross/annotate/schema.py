@@ -9,7 +9,13 @@ Task types (CxC §3 and its Table 2; ECCV Caption §3.2):
 * ``STS``  caption–caption, 0–5 continuous (semantic textual similarity);
 * ``SIS``  image–image, 0–5 continuous (semantic image similarity);
 * ``SITS`` caption–image, 0–5 continuous (semantic image–text similarity);
-* ``VERIFY`` image–caption, one of four answers (ECCV Caption's verification round).
+* ``VERIFY`` image–caption, one of four answers (ECCV Caption's verification round);
+* ``CHOOSE`` target image–decoy image (BISON §4.1 step 2): the rater sees both images and the
+  target's captions and answers the caption id that describes the target but not the decoy, or
+  :data:`CHOOSE_NONE`;
+* ``VERIFY-TRIPLE`` caption–decoy image (BISON §4.1 step 3; the caption's own image is the
+  target): a different rater sees both images in a seeded order and answers one of
+  :data:`TRIPLE_ANSWERS`.
 
 Both tables are long and flat (one row per item, one row per judgment) so they go through
 pandas, Arrow and Beam alike.
@@ -17,20 +23,25 @@ pandas, Arrow and Beam alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
+from crisscross.core.rng import generator
 
 STS = "STS"
 SIS = "SIS"
 SITS = "SITS"
 VERIFY = "VERIFY"
+CHOOSE = "CHOOSE"
+VERIFY_TRIPLE = "VERIFY-TRIPLE"
 RATING_TYPES = (STS, SIS, SITS)
-TASK_TYPES = (*RATING_TYPES, VERIFY)
+BISON_TYPES = (CHOOSE, VERIFY_TRIPLE)
+TASK_TYPES = (*RATING_TYPES, VERIFY, *BISON_TYPES)
 SCORE_MIN = 0.0
 SCORE_MAX = 5.0
 # ECCV Caption §3.2, best to worst; the order is the ordinal scale Dawid–Skene and alpha see.
@@ -40,6 +51,12 @@ VERIFY_ANSWERS = ("100% yes", "partially yes", "mostly no", "100% no")
 POSITIVE_THRESHOLDS = {STS: 3.0, SIS: 2.5, SITS: 3.0}
 # ECCV Caption §3.3: the answers that make a verified pair positive.
 VERIFY_POSITIVE = frozenset(VERIFY_ANSWERS[:2])
+# BISON §4.1: "none of the above" when no caption tells the target from the decoy.
+CHOOSE_NONE = "none"
+# BISON §4.1 step 3: the chosen caption describes the target, the decoy, both or neither.
+TRIPLE_TARGET = "target"
+TRIPLE_DECOY = "decoy"
+TRIPLE_ANSWERS = (TRIPLE_TARGET, TRIPLE_DECOY, "both", "neither")
 
 GOLD_POSITIVE = "positive"
 GOLD_NEGATIVE = "negative"
@@ -64,6 +81,31 @@ TASK_TYPE_INFO = {
     SIS: TaskType(SIS, (IMAGE_KIND, IMAGE_KIND), symmetric=True, rated=True),
     SITS: TaskType(SITS, (CAPTION_KIND, IMAGE_KIND), symmetric=False, rated=True),
     VERIFY: TaskType(VERIFY, (IMAGE_KIND, CAPTION_KIND), symmetric=False, rated=False),
+    CHOOSE: TaskType(CHOOSE, (IMAGE_KIND, IMAGE_KIND), symmetric=False, rated=False),
+    VERIFY_TRIPLE: TaskType(VERIFY_TRIPLE, (CAPTION_KIND, IMAGE_KIND), symmetric=False, rated=False),
+}
+
+
+def _is_choice(answer: object) -> bool:
+    try:
+        return answer == CHOOSE_NONE or (isinstance(answer, str) and split_id(answer)[1] == CAPTION_KIND)
+    except IdFormError:
+        return False
+
+
+@dataclass(frozen=True)
+class AnswerRule:
+    """Which answers the judgments table stores for a categorical type, and how to ask for them."""
+
+    fits: Callable[[object], bool]
+    wanted: str
+
+
+# One home for the answer rule: import validation, the rater app's store and rater QC all check against it.
+ANSWER_RULES: dict[str, AnswerRule] = {
+    VERIFY: AnswerRule(VERIFY_ANSWERS.__contains__, f"one of the four answers ({', '.join(VERIFY_ANSWERS)})"),
+    CHOOSE: AnswerRule(_is_choice, f"a caption id of the target or {CHOOSE_NONE!r}"),
+    VERIFY_TRIPLE: AnswerRule(TRIPLE_ANSWERS.__contains__, ", ".join(TRIPLE_ANSWERS[:-1]) + f" or {TRIPLE_ANSWERS[-1]}"),
 }
 
 
@@ -74,6 +116,12 @@ def task_type(name: str) -> TaskType:
     return info
 
 
+def decoy_first(item: str, seed: int) -> bool:
+    """Whether a VERIFY-TRIPLE item shows the decoy before the target (BISON: the verifier must
+    not learn which image the caption was chosen for from where it stands)."""
+    return bool(generator(seed, "triple-order", item).random() < 0.5)
+
+
 def ordered_pair(kind: str, id_a: str, id_b: str) -> tuple[str, str]:
     """The pair in its item order: sorted for symmetric types, as given otherwise."""
     return (min(id_a, id_b), max(id_a, id_b)) if task_type(kind).symmetric else (id_a, id_b)
@@ -81,8 +129,17 @@ def ordered_pair(kind: str, id_a: str, id_b: str) -> tuple[str, str]:
 
 def item_id(kind: str, id_a: str, id_b: str) -> str:
     """``sts:<a>|<b>`` with the pair in :func:`ordered_pair` order."""
-    a, b = ordered_pair(kind, id_a, id_b)
-    return f"{task_type(kind).name.lower()}:{a}|{b}"
+    return item_ids(kind, ((id_a, id_b),))[0]
+
+
+def item_ids(kind: str, pairs: Iterable[tuple[str, str]]) -> list[str]:
+    """:func:`item_id` of many pairs of one type, the type looked up once: gold pools run to every
+    caption of a collection."""
+    info = task_type(kind)
+    prefix = info.name.lower()
+    if info.symmetric:
+        return [f"{prefix}:{min(a, b)}|{max(a, b)}" for a, b in pairs]
+    return [f"{prefix}:{a}|{b}" for a, b in pairs]
 
 
 def threshold_votes(items: pd.Series, scores: pd.Series, threshold: float) -> pd.DataFrame:
@@ -121,7 +178,7 @@ JUDGMENTS_SCHEMA = pa.schema(
         ("id_b", pa.string()),
         ("worker", pa.string()),
         ("score", pa.float64()),  # 0–5 for ratings, null for VERIFY
-        ("answer", pa.string()),  # one of VERIFY_ANSWERS, null for ratings
+        ("answer", pa.string()),  # VERIFY_ANSWERS, a caption id or CHOOSE_NONE, TRIPLE_ANSWERS; null for ratings
         ("seconds", pa.float64()),  # time spent on the item (null when the tool does not say)
         ("time", pa.string()),  # ISO-8601 submission time (null when unknown)
         ("batch_id", pa.string()),

@@ -5,7 +5,8 @@
              validated against the tasks (:mod:`crisscross.annotate.validate`);
 ``replay``   earlier judgments: a judgments parquet, or ``cxc:<folder>`` for the published CxC
              release (:func:`~crisscross.annotate.providers.load_cxc_release`);
-``simulate`` a seeded simulated panel over a reference text encoder's vectors.
+``simulate`` a seeded simulated panel over a reference text encoder's vectors (``--items``,
+             an ingest output, gives it the captions of each image for BISON's task types).
 
 Each source is called with the tasks table and returns :class:`Collected`.
 """
@@ -20,10 +21,19 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS, DatabaseFormat
-from crisscross.annotate.providers import NO_JUDGMENT, Replay, load_cxc_release, repeats_report, simulate_from_embeddings, unjudged_table
+from crisscross.annotate.providers import (
+    NO_JUDGMENT,
+    Replay,
+    SimulateParams,
+    load_cxc_release,
+    repeats_report,
+    simulate_from_embeddings,
+    unjudged_table,
+)
 from crisscross.annotate.schema import SOURCE_PEOPLE
 from crisscross.annotate.validate import validate
 from crisscross.core import io
+from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.core.registry import Registry
 from crisscross.serve.store import redact
@@ -40,10 +50,11 @@ class Collected(NamedTuple):
 
 @dataclass(frozen=True)
 class SourceSettings:
-    """What a source may need: the ``--judgments`` and ``--embeddings`` arguments and its params."""
+    """What a source may need: the ``--judgments``, ``--embeddings`` and ``--items`` arguments and its params."""
 
     judgments: tuple[str, ...] = ()
     embeddings: str | None = None
+    items: str | None = None  # the ingest output: the captions of each image (BISON CHOOSE)
     format: str = "csv"
     replay_split: str = "test"
     simulate: Mapping[str, Any] = field(default_factory=lambda: {"encoder": "use-m3"})
@@ -120,9 +131,16 @@ def simulate(settings: SourceSettings) -> Source:
         raise ValueError("annotate simulate: --embeddings (the embed output) is required")
     options = dict(settings.simulate)
     encoder = str(options.pop("encoder"))
+    try:  # checked here, so a bad value is a one-line error before the pipeline runs
+        SimulateParams.from_mapping(options)
+    except ValueError as error:
+        raise ParamError(f"annotate.simulate: {error}") from None
+    items = settings.items
+    if items is not None and not io.exists(io.join(items, "captions.parquet")):
+        raise FileNotFoundError(f"annotate simulate: --items {items} holds no captions.parquet: give the ingest output")
 
     def collect(tasks: pa.Table) -> Collected:
-        provided = simulate_from_embeddings(settings.embeddings, encoder, settings.seed, options)(tasks)
+        provided = simulate_from_embeddings(settings.embeddings, encoder, settings.seed, options, items)(tasks)
         return Collected(provided.judgments, provided.unjudged, [], {"reference_encoder": encoder})
 
     return collect

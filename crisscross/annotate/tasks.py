@@ -1,7 +1,8 @@
 """Annotation rounds: candidate pairs → items to judge → batches of items with gold mixed in.
 
 * Items: each candidate pair becomes one item of a task type (``c2c_*`` → STS, ``i2i_*`` → SIS,
-  ``c2i_*`` → SITS; image–caption pairs → VERIFY).  A pair sampled twice (in either order for the
+  ``c2i_*`` → SITS, ``bison_decoy`` target–decoy pairs → CHOOSE, ``bison_chosen`` caption–decoy
+  pairs → VERIFY-TRIPLE; image–caption pairs → VERIFY).  A pair sampled twice (in either order for the
   symmetric types) is one item; every candidate that does not become an item is a ``Rejected``.
 * Gold (ECCV Caption §3.2: every HIT of 18 pairs holds one true positive and one true negative):
   known positives are original image–caption pairs (SITS, VERIFY) or, for STS and SIS, an
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.schema import (
+    BISON_TYPES,
+    CHOOSE,
     GOLD_NEGATIVE,
     GOLD_POSITIVE,
     NOT_GOLD,
@@ -38,7 +42,9 @@ from crisscross.annotate.schema import (
     TASK_TYPES,
     TASKS_SCHEMA,
     VERIFY,
+    VERIFY_TRIPLE,
     item_id,
+    item_ids,
     ordered_pair,
     task_type,
 )
@@ -55,7 +61,7 @@ from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet
 
 SAMPLING_GOLD = "gold"
 # CxC method names begin with the modalities of the pair; the prefix decides the task type.
-METHOD_PREFIX_TASK_TYPE: dict[str, str] = {"c2c_": STS, "i2i_": SIS, "c2i_": SITS}
+METHOD_PREFIX_TASK_TYPE: dict[str, str] = {"c2c_": STS, "i2i_": SIS, "c2i_": SITS, "bison_decoy": CHOOSE, "bison_chosen": VERIFY_TRIPLE}
 VERIFY_METHOD = "retrieved"  # default sampling_method of VERIFY pairs (ECCV: model top-5 lists)
 ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", "position")])
 
@@ -199,7 +205,23 @@ def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str
         problem = catalog.problem(value)
         if problem:
             return (*problem, key)
+    bison = _bison_problem(pair.kind, ids, catalog)
+    if bison:
+        return (*bison, key)
     return _row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)
+
+
+def _bison_problem(kind: str, ids: tuple[str, str], catalog: Catalog) -> tuple[str, str] | None:
+    """Why a BISON pair cannot be shown as its task needs it: CHOOSE lists the target's captions,
+    VERIFY-TRIPLE shows the caption's own image beside the decoy."""
+    if kind == CHOOSE and not catalog.captions_of(ids[0]):
+        return "no-captions", f"target {ids[0]} has no caption raters can read"
+    if kind == VERIFY_TRIPLE:
+        target = catalog.image(ids[0])
+        if target == ids[1]:
+            return "same-image", f"decoy {ids[1]} is the image of caption {ids[0]}"
+        return catalog.problem(target)
+    return None
 
 
 def _row(kind: str, id_a: str, id_b: str, method: str, gold: str) -> dict[str, str]:
@@ -282,7 +304,7 @@ def positive_gold(kind: str, catalog: Catalog, n: int, seed: int, exclude: Colle
             for caption in catalog.showable(CAPTION_KIND)
             if (image := catalog.image_of[caption]) in catalog.paths
         ]
-    pool = [pair for pair in pool if item_id(kind, *pair) not in exclude]
+    pool = [pair for pair, item in zip(pool, item_ids(kind, pool), strict=True) if item not in exclude]
     if len(pool) < n:
         raise GoldError(f"{kind}: {n} known positives needed but only {len(pool)} candidates can be shown to raters")
     chosen = np.sort(generator(seed, "gold", GOLD_POSITIVE, kind).choice(len(pool), size=n, replace=False))
@@ -293,12 +315,14 @@ def positive_gold(kind: str, catalog: Catalog, n: int, seed: int, exclude: Colle
 @dataclass(frozen=True)
 class _Pools:
     """The ids each side can draw from (showable, with a vector in every space) and, per space,
-    their unit vectors in pool order."""
+    where their vectors sit in its sets; vectors are read and normalised only for the pairs drawn,
+    so the work follows the gold items asked for, not the size of the collection."""
 
     a: list[str]
     b: list[str]
-    unit_a: dict[str, np.ndarray]
-    unit_b: dict[str, np.ndarray]
+    rows_a: dict[str, np.ndarray]
+    rows_b: dict[str, np.ndarray]
+    spaces: dict[str, Space]
 
 
 def _pools(kind: str, catalog: Catalog, spaces: Sequence[Space]) -> _Pools:
@@ -314,18 +338,25 @@ def _pools(kind: str, catalog: Catalog, spaces: Sequence[Space]) -> _Pools:
     return _Pools(
         pool_a,
         pool_b,
-        {s.name: _unit_rows(s.a, pool_a) for s in spaces},
-        {s.name: _unit_rows(s.b, pool_b) for s in spaces},
+        {s.name: _rows(s.a, pool_a) for s in spaces},
+        {s.name: _rows(s.b, pool_b) for s in spaces},
+        {s.name: s for s in spaces},
     )
 
 
-def _unit_rows(embeddings: EmbeddingSet, ids: Sequence[str]) -> np.ndarray:
-    rows = embeddings.row_of()
-    return unit_rows(np.asarray(embeddings.vectors[[rows[v] for v in ids]], dtype=np.float64))
+def _rows(embeddings: EmbeddingSet, ids: Sequence[str]) -> np.ndarray:
+    """Rows of ``ids`` (all in the set; a repeated id is read from its last row, as ``row_of``) by a
+    hashed index: a dict of the set costs ~1 µs per id, which adds up over a whole collection."""
+    rows = pd.Series(np.arange(len(embeddings.ids)), index=pd.Index(embeddings.ids))
+    return rows[~rows.index.duplicated(keep="last")].reindex(ids).to_numpy()
 
 
 def _cosines(pools: _Pools, space: str, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->i", pools.unit_a[space][ia], pools.unit_b[space][ib])
+    def unit(embeddings: EmbeddingSet, rows: np.ndarray) -> np.ndarray:
+        return unit_rows(np.asarray(embeddings.vectors[rows], dtype=np.float64))
+
+    vectors = pools.spaces[space]
+    return np.einsum("ij,ij->i", unit(vectors.a, pools.rows_a[space][ia]), unit(vectors.b, pools.rows_b[space][ib]))
 
 
 def negative_thresholds(
@@ -472,6 +503,11 @@ def build_tasks(items: pa.Table, catalog: Catalog, spaces: Mapping[str, Sequence
     for kind in TASK_TYPES:
         if not per_type[kind]:
             continue
+        if kind in BISON_TYPES and any(params.gold_per_batch.values()):
+            raise GoldError(
+                f"{kind}: BISON rounds have no known answers to plant (any caption may be the discriminative one); "
+                "set the round's tasks.gold_per_batch to {positive: 0, negative: 0}"
+            )
         n_batches = batch_count(per_type[kind], params.batch_size, params.gold_per_batch)
         positives = positive_gold(kind, catalog, n_batches * params.gold_per_batch.get(GOLD_POSITIVE, 0), seed, taken)
         taken |= set(positives.column("item_id").to_pylist())

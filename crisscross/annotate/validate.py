@@ -2,7 +2,9 @@
 
 A record is kept when it names a worker and an item of the tasks table, and carries the value
 its task type asks for: a finite 0–5 ``score`` for STS / SIS / SITS, one of the four
-``VERIFY_ANSWERS`` for VERIFY.  Everything else becomes a ``Rejected`` (kind ``judgment``) with
+``VERIFY_ANSWERS`` for VERIFY, a canonical caption id or ``none`` for CHOOSE (whether the caption
+is the target's is checked where the captions table is at hand, when triples are made), one of
+``TRIPLE_ANSWERS`` for VERIFY-TRIPLE.  Everything else becomes a ``Rejected`` (kind ``judgment``) with
 one of these stable reasons:
 
 * ``malformed-record`` (from the readers: a line or element that is not a record at all);
@@ -11,8 +13,9 @@ one of these stable reasons:
 * ``unknown-task``: the item is not in the tasks table, or the record's batch, position or type
   contradict the item it names;
 * ``bad-score`` (not a number, NaN, ±inf) and ``score-out-of-range`` (outside 0–5);
-* ``bad-answer``: not one of the four answers (compared ignoring case and outer spaces;
-  ECCV Caption's HIT wording "Partially YES, but" / "Mostly NO, because" is accepted);
+* ``bad-answer``: not one of the type's answers (compared ignoring case and outer spaces;
+  ECCV Caption's HIT wording "Partially YES, but" / "Mostly NO, because" is accepted; caption
+  ids are kept as written);
 * ``wrong-value-kind``: a score for VERIFY, or an answer for a rating;
 * ``bad-seconds`` (not a finite number >= 0) and ``bad-time`` (not ISO-8601 nor the MTurk form
   ``Wed Nov 20 10:11:12 PST 2024``);
@@ -40,6 +43,7 @@ import pyarrow as pa
 
 from crisscross.annotate.formats import RawJudgment
 from crisscross.annotate.schema import (
+    ANSWER_RULES,
     JUDGMENTS_SCHEMA,
     SCORE_MAX,
     SCORE_MIN,
@@ -47,7 +51,6 @@ from crisscross.annotate.schema import (
     SOURCE_REPLAY,
     SOURCE_SIMULATED,
     TASK_TYPES,
-    VERIFY_ANSWERS,
     item_id,
     task_type,
 )
@@ -209,11 +212,13 @@ def _value(values: Mapping[str, Any], kind: str) -> tuple[float | None, str | No
             raise _Refused("score-out-of-range", f"score {score:g} is outside {SCORE_MIN:g}–{SCORE_MAX:g}")
         return score, None
     given = values["answer"]
-    text = given.strip().casefold() if isinstance(given, str) else None
-    answer = ANSWER_ALIASES.get(text, text) if text is not None else None
-    if answer not in VERIFY_ANSWERS:
-        raise _Refused("bad-answer", f"answer {given!r} is not one of {', '.join(VERIFY_ANSWERS)}")
-    return None, answer
+    rule = ANSWER_RULES[task_type(kind).name]
+    exact = given.strip() if isinstance(given, str) else given  # caption ids are case-sensitive: tried as written first
+    text = exact.casefold() if isinstance(exact, str) else None
+    for answer in (exact, ANSWER_ALIASES.get(text, text)):
+        if rule.fits(answer):
+            return None, answer
+    raise _Refused("bad-answer", f"answer {given!r} is not {rule.wanted}")
 
 
 def _seconds(values: Mapping[str, Any], batch_items: int) -> float | None:

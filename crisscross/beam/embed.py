@@ -1,32 +1,42 @@
-"""The embed composite: items table → one embedding set per encoder (plus co-caption means).
+"""The embed composite: items tables → one embedding set per encoder (plus co-caption means).
 
-Batches are formed deterministically (items hashed by id into buckets, each bucket sorted and
-cut into ``batch_size`` chunks), so the same inputs give the same batches on any runner and any
-number of workers.  Models load once per worker in ``DoFn.setup``; inference is batched.
-Unreadable images and unusable vectors go to the ``rejected`` output with a reason; items an
-encoder cannot see at all (images without pixels, ids absent from a precomputed file) go to the
-``skipped`` output, so what was left out is always listed.
+Beam elements are batches, never single items, because pickling every caption at each shuffle
+cost more than encoding it.  The input is Arrow tables (Parquet row groups); each is split by a
+stable hash of the id into buckets, a bucket's rows are sorted by id and cut into ``batch_size``
+batches, so the same inputs give the same batches (and the same bytes) on any runner and any
+number of workers.  A model is loaded once per worker process, shared by the ``DoFn`` instances
+in it, and given that process's share of the CPU threads.  Co-caption means regroup the encoded
+batches by a hash of the image id: one element per (batch, image bucket).  Unreadable images and
+unusable vectors go to the ``rejected`` output with a reason; items an encoder cannot see at all
+(images without pixels, ids absent from a precomputed file) go to the ``skipped`` output, so what
+was left out is always listed.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.metrics import Metrics
+from apache_beam.utils.shared import Shared
+from threadpoolctl import threadpool_limits
 
 from crisscross.beam.common import REJECTED, gather
 from crisscross.core import io
 from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.quarantine import reject
 from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
-from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_mean, row_problem, set_dir
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_means, row_problem, set_dir
 from crisscross.ingest.records import PIXELS_OK
 
 STAGE = "embed"
@@ -34,19 +44,15 @@ SKIPPED = "skipped"
 BUCKET_ITEMS = 16_384
 LOG = logging.getLogger("crisscross.embed")
 REGISTRIES = {TEXT: TEXT_ENCODERS, IMAGE: IMAGE_ENCODERS}
-
-
-class Item(NamedTuple):
-    id: str
-    payload: str  # caption text, or image path ("" when the image has no pixels)
-    group: str  # the image a caption belongs to; the image itself for images
+# The columns each input table must have (the caption and image tables ``crisscross ingest`` writes).
+COLUMNS = {TEXT: ("caption_id", "text", "image_id"), IMAGE: ("image_id", "path", "pixels")}
 
 
 @dataclass(frozen=True)
 class Batch:
     ids: tuple[str, ...]
-    payloads: tuple[str, ...]
-    groups: tuple[str, ...]
+    payloads: tuple[str, ...]  # caption texts, or image paths ("" for encoders that need no payload)
+    groups: tuple[str, ...]  # the image each caption belongs to; the image itself for images
 
 
 @dataclass(frozen=True)
@@ -68,56 +74,143 @@ def bucket_of(item_id: str, n_buckets: int) -> int:
     return zlib.crc32(item_id.encode()) % n_buckets
 
 
-def chunk(items: Iterable[Item], batch_size: int) -> list[Batch]:
-    """Sorted by id and cut into batches: the same items always make the same batches."""
-    ordered = sorted(items)
-    return [
-        Batch(*(tuple(column) for column in zip(*ordered[start : start + batch_size], strict=True)))
-        for start in range(0, len(ordered), batch_size)
-    ]
+def buckets_of(ids: Sequence[str], n_buckets: int) -> np.ndarray:
+    """:func:`bucket_of` of every id."""
+    return np.fromiter((zlib.crc32(item_id.encode()) for item_id in ids), dtype=np.int64, count=len(ids)) % n_buckets
+
+
+def items_of(table: pa.Table, modality: str, needs_payload: bool) -> tuple[pa.Table, list[str]]:
+    """An input table as items (``id``, ``payload``, ``group``) and the ids of images without pixels,
+    which an encoder that needs pixels cannot see."""
+    if modality == TEXT:
+        return pa.table({"id": table["caption_id"], "payload": table["text"], "group": table["image_id"]}), []
+    ids = table["image_id"]
+    if not needs_payload:
+        return pa.table({"id": ids, "payload": pa.array([""] * len(table), pa.string()), "group": ids}), []
+    ok = pc.equal(table["pixels"], PIXELS_OK)
+    kept = table.filter(ok)
+    return (
+        pa.table({"id": kept["image_id"], "payload": kept["path"], "group": kept["image_id"]}),
+        table.filter(pc.invert(ok))["image_id"].to_pylist(),
+    )
+
+
+def split_by_bucket(items: pa.Table, n_buckets: int) -> list[tuple[int, pa.Table]]:
+    """The rows of each bucket present, as ``(bucket, table)``."""
+    buckets = buckets_of(items["id"].to_pylist(), n_buckets)
+    return [(int(b), items.take(np.flatnonzero(buckets == b))) for b in np.unique(buckets)]
+
+
+def batches_of(tables: Iterable[pa.Table], batch_size: int) -> list[Batch]:
+    """A bucket's rows sorted by id and cut into batches: the same items always make the same batches."""
+    items = pa.concat_tables(list(tables))
+    items = items.take(pc.sort_indices(items, [("id", "ascending"), ("payload", "ascending"), ("group", "ascending")]))
+    columns = [items[name].to_pylist() for name in ("id", "payload", "group")]
+    return [Batch(*(tuple(column[start : start + batch_size]) for column in columns)) for start in range(0, len(items), batch_size)]
 
 
 def build_encoder(spec: str, modality: str) -> Encoder:
     return REGISTRIES[modality].create(spec)
 
 
-class EncodeBatches(beam.DoFn):
-    """Encode batches with one encoder, loaded once per worker in ``setup``."""
+def default_threads(processes: int) -> int:
+    """This process's share of the machine's cores when ``processes`` worker processes share it."""
+    return max(1, (os.cpu_count() or 1) // max(1, processes))
 
-    def __init__(self, spec: str, modality: str, dataset_ids: Sequence[str], parse_id: Callable[[object], str], total: int) -> None:
+
+@dataclass(eq=False)
+class Loaded:
+    """A loaded encoder and a lock letting one batch at a time through it, so ``stats`` deltas stay exact."""
+
+    encoder: Encoder
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def shared_model(handle: Shared, spec: str, modality: str, threads: int) -> Loaded:
+    """A loaded model encoder, built once per process for a ``Shared`` handle and used by every
+    ``DoFn`` instance holding that handle (the runner makes several; each used to load its own
+    copy).  Another pipeline has another handle and loads its own, so timings and tests that run
+    several pipelines in one process each pay (and see) a real load.
+    """
+
+    def load() -> Loaded:
+        encoder = build_encoder(spec, modality)
+        encoder.use_threads(threads)
+        encoder.load()
+        return Loaded(encoder)
+
+    return handle.acquire(load, tag=(spec, modality, threads))
+
+
+def limit_process_threads(threads: int) -> None:
+    """Set this process's BLAS / OpenMP pools, and torch's if a model imported it, to ``threads``.
+
+    Process-wide on purpose: it is the worker's share of the machine.  With the in-process runner
+    the worker is the main process, whose default share (all cores) is what these pools start with."""
+    threadpool_limits(limits=threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+class EncodeBatches(beam.DoFn):
+    """Encode batches with one encoder, loaded once per worker process in ``setup``."""
+
+    def __init__(
+        self,
+        spec: str,
+        modality: str,
+        dataset_ids: Sequence[str],
+        parse_id: Callable[[object], str],
+        total: int,
+        threads: int,
+        processes: int,
+    ) -> None:
         self._spec = spec
         self._modality = modality
         self._dataset_ids = dataset_ids
         self._parse_id = parse_id
         self._total = total
+        self._threads = threads
+        self._processes = processes
         self._namespace = f"{STAGE}/{spec}"
+        self._models = Shared()  # one handle per encoder step: its DoFn instances in a process share one model
 
     def setup(self) -> None:
-        self._encoder = build_encoder(self._spec, self._modality)
-        self._encoder.load()
-        self._encoder.bind(self._dataset_ids, self._parse_id)
-        self._stats = self._encoder.stats()
+        threads = self._threads or default_threads(self._processes)
+        encoder = build_encoder(self._spec, self._modality)
+        if encoder.needs_payload:
+            self._loaded = shared_model(self._models, self._spec, self._modality, threads)
+        else:  # id-keyed encoders are bound to this dataset; cheap to build, not shared
+            encoder.load()
+            encoder.bind(self._dataset_ids, self._parse_id)
+            self._loaded = Loaded(encoder)
+        limit_process_threads(threads)
         self._done = 0
 
     def process(self, batch: Batch) -> Iterable[Any]:
+        encoder = self._loaded.encoder
         ids, payloads, groups = list(batch.ids), list(batch.payloads), list(batch.groups)
-        covered = self._encoder.covers(ids)
+        covered = encoder.covers(ids)
         for item_id in (i for i, ok in zip(ids, covered, strict=True) if not ok):
             Metrics.counter(self._namespace, "skipped/not-covered").inc()
             yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(self._spec, item_id, "not-covered"))
         keep = [i for i, ok in enumerate(covered) if ok]
         ids, payloads, groups = [ids[i] for i in keep], [payloads[i] for i in keep], [groups[i] for i in keep]
-        if self._modality == IMAGE and self._encoder.needs_payload:
+        if self._modality == IMAGE and encoder.needs_payload:
             ids, payloads, groups, unreadable = _decode_images(ids, payloads, groups, self._spec)
             for rejected in unreadable:
                 Metrics.counter(self._namespace, "rejected/unreadable-image").inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, rejected)
         if not ids:
             return
-        vectors = np.asarray(self._encoder.encode(ids, payloads), dtype=np.float32)
+        with self._loaded.lock:
+            before = encoder.stats()
+            vectors = np.asarray(encoder.encode(ids, payloads), dtype=np.float32)
+            after = encoder.stats()
         good = []
         for row, item_id in enumerate(ids):
-            problem = row_problem(vectors[row], self._encoder.dim)
+            problem = row_problem(vectors[row], encoder.dim)
             if problem is None:
                 good.append(row)
                 continue
@@ -134,7 +227,8 @@ class EncodeBatches(beam.DoFn):
                 ),
             )
         Metrics.counter(self._namespace, "encoded").inc(len(good))
-        self._count_stats()
+        for name, value in after.items():
+            Metrics.counter(self._namespace, f"stat/{name}").inc(value - before.get(name, 0))
         self._log_progress(len(ids))
         yield Encoded(tuple(ids[r] for r in good), tuple(groups[r] for r in good), vectors[good])
 
@@ -143,12 +237,6 @@ class EncodeBatches(beam.DoFn):
         before, self._done = self._done, self._done + n
         if self._done * 10 // max(1, self._total) > before * 10 // max(1, self._total):
             LOG.info("%s: %d of %d items encoded on this worker", self._spec, self._done, self._total)
-
-    def _count_stats(self) -> None:
-        now = self._encoder.stats()
-        for name, value in now.items():
-            Metrics.counter(self._namespace, f"stat/{name}").inc(value - self._stats.get(name, 0))
-        self._stats = now
 
 
 def _decode_images(ids: list[str], paths: list[str], groups: list[str], spec: str) -> tuple[list[str], list[Any], list[str], list[Any]]:
@@ -164,13 +252,14 @@ def _decode_images(ids: list[str], paths: list[str], groups: list[str], spec: st
     return kept_ids, pixels, kept_groups, rejected
 
 
-def _skip_without_pixels(spec: str) -> Callable[[dict[str, Any]], Iterable[Any]]:
-    def split(row: dict[str, Any]) -> Iterable[Any]:
-        if row["pixels"] == PIXELS_OK:
-            yield Item(row["image_id"], row["path"], row["image_id"])
-        else:
-            Metrics.counter(f"{STAGE}/{spec}", "skipped/no-pixels").inc()
-            yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(spec, row["image_id"], "no-pixels"))
+def _to_buckets(spec: str, modality: str, needs_payload: bool, n_buckets: int) -> Callable[[pa.Table], Iterable[Any]]:
+    def split(table: pa.Table) -> Iterable[Any]:
+        items, no_pixels = items_of(table, modality, needs_payload)
+        if no_pixels:
+            Metrics.counter(f"{STAGE}/{spec}", "skipped/no-pixels").inc(len(no_pixels))
+        for image_id in no_pixels:
+            yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(spec, image_id, "no-pixels"))
+        yield from split_by_bucket(items, n_buckets)
 
     return split
 
@@ -182,10 +271,20 @@ def _write_set(batches: list[Encoded], directory: str, meta: dict[str, Any]) -> 
     EmbeddingSet(ids, vectors, meta).write(directory)
 
 
-def _mean_per_image(keyed: tuple[str, Iterable[tuple[str, np.ndarray]]]) -> Encoded:
-    image_id, members = keyed
-    caption_ids, vectors = zip(*members, strict=True)
-    return Encoded((image_id,), (image_id,), cocaption_mean(list(caption_ids), np.stack(vectors))[None, :])
+def _by_image_bucket(encoded: Encoded, n_buckets: int) -> Iterable[tuple[int, Encoded]]:
+    """An encoded batch's rows split by a hash of their image, so each image's captions meet."""
+    buckets = buckets_of(encoded.groups, n_buckets)
+    for b in np.unique(buckets):
+        rows = np.flatnonzero(buckets == b)
+        yield int(b), Encoded(tuple(encoded.ids[r] for r in rows), tuple(encoded.groups[r] for r in rows), encoded.vectors[rows])
+
+
+def _means_of_bucket(keyed: tuple[int, Iterable[Encoded]]) -> Encoded:
+    parts = list(keyed[1])
+    caption_ids = [i for part in parts for i in part.ids]
+    images = [g for part in parts for g in part.groups]
+    image_ids, means = cocaption_means(caption_ids, images, np.concatenate([part.vectors for part in parts]))
+    return Encoded(tuple(image_ids), tuple(image_ids), means)
 
 
 class EmbedOutputs(NamedTuple):
@@ -194,11 +293,12 @@ class EmbedOutputs(NamedTuple):
 
 
 class EmbedItems(beam.PTransform):
-    """Encode one table (``captions`` or ``images`` rows as dicts) with one encoder and write its sets.
+    """Encode one table (Arrow tables with the modality's :data:`COLUMNS`) with one encoder and write its sets.
 
-    ``meta`` (encoder, version, dim, needs_payload, items, encodable) comes from the encoder loaded once at
+    ``meta`` (encoder, version, dim, needs_payload, items, encodable) comes from the encoder prepared once at
     pipeline construction, so the written metadata does not depend on which worker wrote it.
     ``dataset_ids`` are only needed by id-keyed encoders (precomputed vectors) and may be empty.
+    ``threads`` per worker process (0: the worker machine's cores shared by ``processes`` processes).
     """
 
     def __init__(
@@ -210,6 +310,8 @@ class EmbedItems(beam.PTransform):
         dataset_ids: Sequence[str],
         parse_id: Callable[[object], str],
         batch_size: int,
+        threads: int = 0,
+        processes: int = 1,
     ) -> None:
         super().__init__()
         self._spec = spec
@@ -219,48 +321,38 @@ class EmbedItems(beam.PTransform):
         self._dataset_ids = dataset_ids
         self._parse_id = parse_id
         self._batch_size = batch_size
+        self._threads = threads
+        self._processes = processes
 
-    def expand(self, rows: beam.PCollection) -> EmbedOutputs:
-        spec, batch_size = self._spec, self._batch_size
+    def expand(self, tables: beam.PCollection) -> EmbedOutputs:
+        spec, modality, batch_size = self._spec, self._modality, self._batch_size
         # Buckets only make batching deterministic (the batches are reshuffled afterwards), so
         # they are large: few partial batches, and a bucket still fits a worker's memory.
         n_buckets = -(-self._meta["encodable"] // BUCKET_ITEMS) or 1
-        skipped_parts = []
-        if self._modality == TEXT:
-            items = rows | "ToItems" >> beam.Map(lambda r: Item(r["caption_id"], r["text"], r["image_id"]))
-        elif self._meta["needs_payload"]:
-            split = rows | "SkipNoPixels" >> beam.FlatMap(_skip_without_pixels(spec)).with_outputs(SKIPPED, main="items")
-            items = split.items
-            skipped_parts.append(split[SKIPPED])
-        else:
-            items = rows | "ToItems" >> beam.Map(lambda r: Item(r["image_id"], "", r["image_id"]))
+        split = tables | "Bucket" >> beam.FlatMap(_to_buckets(spec, modality, self._meta["needs_payload"], n_buckets)).with_outputs(
+            SKIPPED, main="buckets"
+        )
+        encode = EncodeBatches(spec, modality, self._dataset_ids, self._parse_id, self._meta["encodable"], self._threads, self._processes)
         encoded = (
-            items
-            | "Bucket" >> beam.Map(lambda item: (bucket_of(item.id, n_buckets), item))
+            split.buckets
             | "GroupBuckets" >> beam.GroupByKey()
-            | "Batch" >> beam.FlatMap(lambda kv: chunk(kv[1], batch_size))
+            | "Batch" >> beam.FlatMap(lambda kv: batches_of(kv[1], batch_size))
             | "Spread" >> beam.Reshuffle()
-            | "Encode"
-            >> beam.ParDo(EncodeBatches(spec, self._modality, self._dataset_ids, self._parse_id, self._meta["encodable"])).with_outputs(
-                REJECTED, SKIPPED, main="encoded"
-            )
+            | "Encode" >> beam.ParDo(encode).with_outputs(REJECTED, SKIPPED, main="encoded")
         )
-        skipped_parts.append(encoded[SKIPPED])
-        kind = CAPTIONS if self._modality == TEXT else IMAGES
+        kind = CAPTIONS if modality == TEXT else IMAGES
         meta = {**self._meta, "kind": kind}
-        gather("GatherVectors", encoded.encoded) | "WriteVectors" >> beam.Map(
-            _write_set, set_dir(self._out, self._modality, spec, kind), meta
-        )
-        if self._modality == TEXT:
+        gather("GatherVectors", encoded.encoded) | "WriteVectors" >> beam.Map(_write_set, set_dir(self._out, modality, spec, kind), meta)
+        if modality == TEXT:
             means = (
                 encoded.encoded
-                | "RowsByImage" >> beam.FlatMap(lambda b: [(g, (i, v)) for i, g, v in zip(b.ids, b.groups, b.vectors, strict=True)])
-                | "GroupByImage" >> beam.GroupByKey()
-                | "CocaptionMean" >> beam.Map(_mean_per_image)
+                | "ByImageBucket" >> beam.FlatMap(_by_image_bucket, n_buckets)
+                | "GroupImageBuckets" >> beam.GroupByKey()
+                | "CocaptionMeans" >> beam.Map(_means_of_bucket)
             )
             mean_meta = {**self._meta, "kind": COCAPTION_MEAN, "normalisation": "mean of L2-normalised caption vectors, not re-normalised"}
             gather("GatherMeans", means) | "WriteMeans" >> beam.Map(_write_set, set_dir(self._out, TEXT, spec, COCAPTION_MEAN), mean_meta)
-        skipped = tuple(skipped_parts) | "AllSkipped" >> beam.Flatten()
+        skipped = (split[SKIPPED], encoded[SKIPPED]) | "AllSkipped" >> beam.Flatten()
         return EmbedOutputs(rejected=encoded[REJECTED], skipped=skipped)
 
 

@@ -1,12 +1,15 @@
 """Top-K neighbours of every row of an embedding set, as a Beam composite, by a named backend.
 
-``exact`` — block pairs of the upper triangle are the elements (``Reshuffle`` spreads them over
-workers); each worker reads the embedding set's ``vectors.npy`` itself in ``setup`` (memory-mapped
-from local disk, read whole from a bucket) and normalises it with :func:`prepare`, so no side
-input carries the matrix.  A worker holds N×d float32 plus a few B×B blocks: about 0.25 GB at
-N = 123,287, d = 512, B = 4,096, and it works while N·d·4 bytes fits a worker's memory (tens of
-millions of rows × 512 on a 16 GB worker).  Partial lists are merged per row block with
-``CombinePerKey``; the merge is a total order, so the result is the same on any runner.
+``exact`` — stripes of upper-triangle block pairs are the elements (``Reshuffle`` spreads them
+over workers); each worker reads the embedding set's ``vectors.npy`` itself in ``setup``
+(memory-mapped from local disk, read whole from a bucket) and normalises it with :func:`prepare`,
+so no side input carries the matrix.  A stripe's pairs run on the worker's threads, and their
+lists are merged per row block in the worker, the merged K-th bests serving as thresholds for the
+stripe's later pairs (:func:`crisscross.similarity.topk.run_pairs`).  A worker holds N×d float32,
+one B×B block per thread and the lists: about 0.4 GB at N = 123,287, d = 512, B = 4,096, two
+threads, and it works while N·d·4 bytes fits a worker's memory (tens of millions of rows × 512 on
+a 16 GB worker).  Partial lists are merged per row block with ``CombinePerKey``; the merge is a
+total order, so the result is the same on any runner.
 
 ``faiss-hnsw`` — an approximate HNSW graph (faiss-cpu) built and searched in one element, for
 collections too big for an exact pass; its recall against exact search is measured by the stage.
@@ -73,10 +76,11 @@ class ExactBackend:
         self.block = int(block)
         self.threads = int(threads or os.cpu_count() or 1)
 
-    def peak_bytes(self, n: int, d: int) -> int:
-        """Vectors (stored and normalised) plus the block, its transpose and selection temporaries."""
+    def peak_bytes(self, n: int, d: int, k: int) -> int:
+        """Vectors (stored and normalised), one block buffer per thread, and the K-lists (float32
+        score, int64 index) of every row, merged and in flight."""
         side = choose_block(n, self.block)
-        return 2 * n * d * 4 + self.threads * 2 * side * side * 4
+        return 2 * n * d * 4 + self.threads * side * side * 4 + 2 * n * k * 12
 
     def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int) -> beam.PCollection:
         block = choose_block(n, self.block)
@@ -120,9 +124,9 @@ class FaissHnswBackend:
     def __init__(self, m: int = 32, ef_construction: int = 200, ef_search: int = 128) -> None:
         self.m, self.ef_construction, self.ef_search = int(m), int(ef_construction), int(ef_search)
 
-    def peak_bytes(self, n: int, d: int) -> int:
-        """Vectors (stored, normalised, and the index's copy) plus the graph links."""
-        return 3 * n * d * 4 + n * self.m * 2 * 8
+    def peak_bytes(self, n: int, d: int, k: int) -> int:
+        """Vectors (stored, normalised, and the index's copy), the graph links and the K + 1 results."""
+        return 3 * n * d * 4 + n * self.m * 2 * 8 + n * (k + 1) * 12
 
     def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int) -> beam.PCollection:
         return pbegin | "One" >> beam.Create([set_path]) | "HNSW" >> beam.Map(hnsw_topk, k, self.m, self.ef_construction, self.ef_search)

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,20 @@ def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarra
     """
     order = np.argsort(np.asarray(caption_ids, dtype=object), kind="stable")
     return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
+
+
+def cocaption_means(caption_ids: Sequence[str], image_ids: Sequence[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """:func:`cocaption_mean` of every image's captions, rows in any order: ``(sorted image ids, means)``.
+
+    Each image goes through :func:`cocaption_mean` itself, so a mean's bytes do not depend on how
+    the rows were batched or grouped on the way."""
+    order = sorted(range(len(image_ids)), key=image_ids.__getitem__)
+    images, means = [], []
+    for image, members in groupby(order, key=image_ids.__getitem__):
+        rows = list(members)
+        images.append(image)
+        means.append(cocaption_mean([caption_ids[r] for r in rows], vectors[rows]))
+    return images, np.stack(means) if means else np.zeros((0, vectors.shape[1]), np.float32)
 
 
 def row_problem(vector: np.ndarray, dim: int) -> str | None:

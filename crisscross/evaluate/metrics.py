@@ -24,7 +24,8 @@ only lowers the query's mAP@R and R-Precision.  R@K and ranks never depend on it
 
 Queries without any positive in the gallery are left out of every average and their number is
 returned beside the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
-Only numpy is needed; loops run over blocks of rows or samples (bounded memory), never per query.
+Loops run over blocks of rows or samples (bounded memory), never per query in Python; the ranks
+of positives are counted by one compiled (numba) pass over each score row.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import kendalltau, rankdata
@@ -40,6 +42,7 @@ NO_POSITIVE = 0  # first-positive rank of a query without positives (real ranks 
 NO_SELF = -1  # exclude_self entry of a query that is not in the gallery
 BLOCK_ELEMENTS = 1 << 22  # elements of one temporary (rows × gallery) block
 BOOTSTRAP_CHUNK = 64  # bootstrap samples drawn together (fixed: results depend on it per seed)
+SPAN = 64  # scores tested together before any is looked at (rank counting)
 
 
 @dataclass(frozen=True)
@@ -185,13 +188,14 @@ class PositiveRanks:
 # --------------------------------------------------------------------------- validation
 
 
-def _check_scores(scores: ArrayLike) -> np.ndarray:
+def _check_scores(scores: ArrayLike, nan: bool = True) -> np.ndarray:
+    """Shape and dtype; with ``nan``, no NaN either (a pass over every score)."""
     s = np.asarray(scores)
     if s.ndim != 2:
         raise ValueError(f"scores must be a 2-D (queries, gallery) matrix, got shape {s.shape}")
     if not (np.issubdtype(s.dtype, np.floating) or np.issubdtype(s.dtype, np.integer)):
         raise ValueError(f"scores must be numeric, got dtype {s.dtype}")
-    if np.issubdtype(s.dtype, np.floating) and np.isnan(s).any():
+    if nan and np.issubdtype(s.dtype, np.floating) and np.isnan(s).any():
         rows = np.unique(np.nonzero(np.isnan(s))[0])
         raise ValueError(f"scores contain NaN (first in query rows {rows[:5].tolist()}); NaN cannot be ranked")
     return s
@@ -243,9 +247,10 @@ def ranks_of_positives(scores: ArrayLike, positives: Positives | ArrayLike, excl
     """Pessimistic 1-based rank of every positive of every query (see the module's tie rule).
 
     The ``j``-th best positive of a query ranks ``j + #{non-positive, non-excluded gallery items
-    with score >= its score}``; counting runs over blocks of positives × gallery columns.
+    with score >= its score}``, counted for all of a query's positives in one compiled pass over
+    its score row (:func:`_count_ranks`): no sort of the row, no copy of it.
     """
-    s = _check_scores(scores)
+    s = _check_scores(scores, nan=False)
     pos = _as_positives(positives, s.shape)
     n_queries, n_gallery = s.shape
     excl = _check_exclude(exclude_self, n_queries, n_gallery)
@@ -253,31 +258,56 @@ def ranks_of_positives(scores: ArrayLike, positives: Positives | ArrayLike, excl
     if excl is not None and (pos.indices == excl[rows]).any():
         bad = int(rows[np.argmax(pos.indices == excl[rows])])
         raise ValueError(f"query {bad} lists itself (exclude_self column) as a positive")
-
-    pos_scores = s[rows, pos.indices]
-    order = np.lexsort((-pos_scores.astype(np.float64), rows))  # by query, then score descending
-    ps = pos_scores[order]
-    nnz = ps.size
-    # positives of the same query scoring >= each one: the end of its tie run within the query
-    run_start = np.ones(nnz, dtype=bool)
-    run_start[1:] = (rows[1:] != rows[:-1]) | (ps[1:] != ps[:-1])
-    starts = np.flatnonzero(run_start)
-    ends = np.append(starts[1:], nnz)
-    positives_ge = ends[np.cumsum(run_start) - 1] - pos.indptr[rows]
-
-    all_ge = np.empty(nnz, dtype=np.int64)
-    step = max(1, BLOCK_ELEMENTS // max(n_gallery, 1))
-    for lo in range(0, nnz, step):
-        hi = min(lo + step, nnz)
-        all_ge[lo:hi] = np.count_nonzero(s[rows[lo:hi]] >= ps[lo:hi, None], axis=1)
-    if excl is not None:
-        has_self = excl[rows] >= 0
-        self_scores = s[rows, np.maximum(excl[rows], 0)]
-        all_ge -= (has_self & (self_scores >= ps)).astype(np.int64)
-
-    within = np.arange(nnz, dtype=np.int64) - pos.indptr[rows] + 1
-    ranks = within + (all_ge - positives_ge)
+    s = np.ascontiguousarray(s, dtype=np.float32 if s.dtype == np.float16 else s.dtype)
+    ranks = np.empty(pos.indices.size, dtype=np.int64)
+    every = np.full(n_queries, NO_SELF, dtype=np.int64) if excl is None else excl
+    if _count_ranks(s, pos.indptr, pos.indices, every, ranks) >= 0:
+        _check_scores(s)  # raises, naming the rows with NaN
     return PositiveRanks(pos.indptr.copy(), ranks)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_ranks(scores: np.ndarray, indptr: np.ndarray, indices: np.ndarray, exclude: np.ndarray, ranks: np.ndarray) -> int:
+    """Ranks of every query's positives, best first, into ``ranks`` (laid out as ``indices``).
+
+    Per row: its positives' scores sorted descending, then one pass over the row a SPAN at a
+    time: a SPAN with no entry >= the worst positive is skipped by one branch-free test;
+    otherwise its entries >= each positive's score are counted, from the worst positive up until
+    none is (each count a branch-free loop).  The positives and self are then taken out of those
+    counts.  Returns the first row holding NaN (-1: none), which cannot be ranked.
+    """
+    width = scores.shape[1]
+    for q in range(scores.shape[0]):
+        row = scores[q]
+        lo, m = indptr[q], indptr[q + 1] - indptr[q]
+        best_first = np.sort(row[indices[lo : lo + m]])[::-1]
+        at_or_above = np.zeros(m, dtype=np.int64)
+        for first in range(0, width, SPAN):
+            values = row[first : first + SPAN]
+            flagged = False
+            for c in range(len(values)):  # branch-free tests on 1-D slices: vectorised
+                flagged |= values[c] != values[c]
+            if flagged:
+                return q
+            for t in range(m - 1, -1, -1):
+                count = 0
+                threshold = best_first[t]
+                for c in range(len(values)):
+                    count += values[c] >= threshold
+                if count == 0:
+                    break
+                at_or_above[t] += count
+        if m == 0:
+            continue
+        if exclude[q] >= 0:
+            for t in range(m):
+                at_or_above[t] -= row[exclude[q]] >= best_first[t]
+        run_end = m  # positives scoring >= best_first[t]: the end of t's tie run
+        for t in range(m - 1, -1, -1):
+            if t < m - 1 and best_first[t] != best_first[t + 1]:
+                run_end = t + 1
+            ranks[lo + t] = t + 1 + at_or_above[t] - run_end
+    return -1
 
 
 def recall_at_k(first_positive_rank: ArrayLike, ks: Sequence[int] = (1, 5, 10)) -> tuple[dict[int, float], int]:
@@ -422,10 +452,11 @@ def pmrp(
     cap = min(int(r_cap), n_gallery)
     per_query = np.zeros(n_queries)
     r_all = np.zeros(n_queries, dtype=np.int64)
+    working = np.float32 if s.dtype in (np.float16, np.float32) else np.float64  # exact for the input, and holds -inf
     step = max(1, BLOCK_ELEMENTS // max(n_gallery, 1))
     for lo in range(0, n_queries, step):
         hi = min(lo + step, n_queries)
-        block = s[lo:hi].astype(np.float64)
+        block = s[lo:hi].astype(working)  # a copy: the excluded entries are set to -inf
         valid = np.ones(block.shape, dtype=bool)
         if excl is not None:
             local = np.flatnonzero(excl[lo:hi] >= 0)

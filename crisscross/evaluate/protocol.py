@@ -31,7 +31,8 @@ because its figures would be read beside full-gallery ones.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from io import BytesIO
 from pathlib import Path
@@ -79,6 +80,7 @@ FULL = "full"
 COVERED = "covered"
 GALLERY_RULES = (AUTO, FULL, COVERED)
 SCORE_BLOCK_ELEMENTS = 1 << 24  # float32 scores computed at once (64 MB)
+UNIT_CACHE = 6  # normalised galleries an embedding model keeps (memory: a few galleries' vectors)
 
 
 class CoverageError(UserError, ValueError):
@@ -165,6 +167,16 @@ class Model(ABC):
     def block_scores(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> Block:
         """``block(lo, hi)``: scores of queries ``lo:hi`` against every item, (hi - lo, items)."""
 
+    def score_blocks(
+        self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str], step: int
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(lo, hi, scores)`` for consecutive blocks of ``step`` queries; a block's scores are
+        valid until the next block is asked for (a model may reuse one buffer)."""
+        block = self.block_scores(query_kind, query_ids, item_kind, item_ids)
+        for lo in range(0, len(query_ids), step):
+            hi = min(lo + step, len(query_ids))
+            yield lo, hi, block(lo, hi)
+
     @abstractmethod
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
         """One score per (a, b) pair."""
@@ -187,6 +199,8 @@ class EmbeddingModel(Model):
         self.kinds = frozenset(self.sets)
         self.joint = joint
         self._rows = {kind: s.row_of() for kind, s in self.sets.items()}
+        # the last few (kind, ids, transposed) normalised: a task's queries and gallery, the next task's, its folds
+        self._unit: OrderedDict[tuple[str, tuple[str, ...], bool], np.ndarray] = OrderedDict()
 
     def can_compare(self, query_kind: str, item_kind: str) -> bool:
         present = query_kind in self.sets and item_kind in self.sets
@@ -208,10 +222,34 @@ class EmbeddingModel(Model):
             )
         return unit
 
+    def _gallery_vectors(self, kind: str, ids: Sequence[str], transposed: bool = False) -> np.ndarray:
+        """:meth:`unit_vectors` of a gallery (``transposed``: as a contiguous (d, items) array),
+        kept for the next few calls: t2t asks twice, every task and PMRP ask for the same gallery."""
+        key = (kind, tuple(ids), transposed)
+        if key not in self._unit:
+            unit = self.unit_vectors(kind, ids)
+            self._unit[key] = np.ascontiguousarray(unit.T) if transposed else unit
+            self._unit[key].flags.writeable = False  # shared by the calls that follow
+            if len(self._unit) > UNIT_CACHE:
+                self._unit.popitem(last=False)
+        self._unit.move_to_end(key)
+        return self._unit[key]
+
     def block_scores(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> Block:
-        queries = self.unit_vectors(query_kind, query_ids)
-        items_t = np.ascontiguousarray(self.unit_vectors(item_kind, item_ids).T)
+        queries = self._gallery_vectors(query_kind, query_ids)
+        items_t = self._gallery_vectors(item_kind, item_ids, transposed=True)
         return lambda lo, hi: queries[lo:hi] @ items_t
+
+    def score_blocks(
+        self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str], step: int
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Every block multiplied into one buffer: no fresh pages (and faults) per block."""
+        queries = self._gallery_vectors(query_kind, query_ids)
+        items_t = self._gallery_vectors(item_kind, item_ids, transposed=True)
+        buffer = np.empty(min(step, len(queries)) * items_t.shape[1], np.float32)
+        for lo in range(0, len(queries), step):
+            hi = min(lo + step, len(queries))
+            yield lo, hi, np.matmul(queries[lo:hi], items_t, out=buffer[: (hi - lo) * items_t.shape[1]].reshape(hi - lo, -1))
 
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
         a, b = self.unit_vectors(a_kind, a_ids), self.unit_vectors(b_kind, b_ids)
@@ -370,14 +408,12 @@ def retrieval_ranks(model: Model, truth: GroundTruth, gallery: Gallery, task: st
     model.require(query_kind, query_ids, f"{task} queries")
     model.require(item_kind, item_ids, f"{task} gallery items")
     mapped = truth.positives(task, query_ids, item_ids)
-    block = model.block_scores(query_kind, query_ids, item_kind, item_ids)
     intramodal = query_kind == item_kind
     step = max(1, SCORE_BLOCK_ELEMENTS // max(len(item_ids), 1))
     parts = []
-    for lo in range(0, len(query_ids), step):
-        hi = min(lo + step, len(query_ids))
+    for lo, hi, scores in model.score_blocks(query_kind, query_ids, item_kind, item_ids, step):
         exclude = np.arange(lo, hi, dtype=np.int64) if intramodal else None
-        parts.append(ranks_of_positives(block(lo, hi), mapped.positives.rows_slice(lo, hi), exclude))
+        parts.append(ranks_of_positives(scores, mapped.positives.rows_slice(lo, hi), exclude))
     return PositiveRanks.concatenate(parts).with_totals(truth.r_totals(task, query_ids)), mapped.missing
 
 

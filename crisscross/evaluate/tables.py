@@ -1,18 +1,26 @@
 """Optional evaluation inputs read from files: class labels (PMRP) and BISON triples.
 
 CSV cells stay text, so a labels column holding single numbers keeps its class 0; rows that do
-not parse are quarantined with a reason, never dropped.
+not parse are quarantined with a reason, never dropped.  BISON triples come as a table
+(``caption``, ``target``, ``decoy`` in canonical ids: the bison stage's ``triples.csv`` / ``.parquet``)
+or in COCO-BISON's released JSON shape (``bison_annotations.cocoval2014.json``, or the bison
+stage's ``bison_annotations.json``): ``info.source`` names the id scheme (``coco``), each entry's
+``caption_id`` and ``true_image_id`` are native ids and the decoy is the other of its two
+``image_candidates``.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
 from crisscross.core import io
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
+from crisscross.core.errors import InputError
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, scheme_for, split_id
 from crisscross.core.quarantine import Rejected, reject
 
 
@@ -21,6 +29,15 @@ def read_table(path: str) -> pa.Table:
     if path.endswith(".csv"):
         return pa.Table.from_pandas(pd.read_csv(path, dtype=str, keep_default_na=False), preserve_index=False)
     return io.read_parquet(path)
+
+
+def located_rows(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each row of a table with where a user finds it: ``file:line`` in a CSV (the header is
+    line 1), ``file:row n`` (from 1) in a parquet."""
+    rows = read_table(path).to_pylist()
+    if path.endswith(".csv"):
+        return [(f"{path}:{n}", row) for n, row in enumerate(rows, start=2)]
+    return [(f"{path}:row {n}", row) for n, row in enumerate(rows, start=1)]
 
 
 def _canonical(value: Any, kind: str) -> str:
@@ -32,11 +49,9 @@ def _canonical(value: Any, kind: str) -> str:
 
 def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
     """Image id → class numbers; unparseable rows are quarantined."""
-    table = read_table(path)
     labels: dict[str, tuple[int, ...]] = {}
     rejected = []
-    for line, row in enumerate(table.to_pylist(), start=1):
-        where = f"{path}:{line}"
+    for where, row in located_rows(path):
         try:
             image = _canonical(row.get("image_id"), IMAGE_KIND)
             raw = row.get("labels")
@@ -51,17 +66,86 @@ def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
     return labels, rejected
 
 
-def read_bison(path: str) -> tuple[pa.Table, list[Rejected]]:
+BISON_SCHEMA = pa.schema([(c, pa.string()) for c in ("caption", "target", "decoy")])
+
+
+class _BadTriple(ValueError):
+    """A triple refused, with its quarantine reason."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+def _triple(caption: str, target: str, decoy: str, image_of: Mapping[str, str] | None, images: Collection[str]) -> dict[str, str]:
+    """A (caption, target, decoy) row, checked: two different images and, given the items
+    (``image_of``: caption → image, ``images``), ids they hold and a caption of the target,
+    so a triple from another collection is quarantined instead of scored as outside the gallery."""
+    if target == decoy:
+        raise _BadTriple("same-image", f"target and decoy are the same image {target}")
+    if image_of is not None:
+        unknown = [i for i in (target, decoy) if i not in images] + ([caption] if caption not in image_of else [])
+        if unknown:
+            raise _BadTriple("unknown-id", f"{', '.join(unknown)} not in the items")
+        if image_of[caption] != target:
+            raise _BadTriple("caption-not-of-target", f"caption {caption} is of image {image_of[caption]}, not of target {target}")
+    return {"caption": caption, "target": target, "decoy": decoy}
+
+
+def read_bison(path: str, image_of: Mapping[str, str] | None = None, images: Collection[str] = ()) -> tuple[pa.Table, list[Rejected]]:
+    """(caption, target, decoy) rows of a BISON table or JSON (module docstring), checked by
+    :func:`_triple` against the items when ``image_of`` is given; bad rows quarantined."""
+    if path.endswith(".json"):
+        return read_bison_json(path, image_of, images)
     rows, rejected = [], []
-    for line, row in enumerate(read_table(path).to_pylist(), start=1):
+    for where, row in located_rows(path):
         try:
             rows.append(
-                {
-                    "caption": _canonical(row.get("caption"), CAPTION_KIND),
-                    "target": _canonical(row.get("target"), IMAGE_KIND),
-                    "decoy": _canonical(row.get("decoy"), IMAGE_KIND),
-                }
+                _triple(
+                    _canonical(row.get("caption"), CAPTION_KIND),
+                    _canonical(row.get("target"), IMAGE_KIND),
+                    _canonical(row.get("decoy"), IMAGE_KIND),
+                    image_of,
+                    images,
+                )
             )
         except IdFormError as error:
-            rejected.append(reject("bison", row.get("caption"), "bad-id", str(error), f"{path}:{line}", row))
-    return pa.Table.from_pylist(rows, schema=pa.schema([(c, pa.string()) for c in ("caption", "target", "decoy")])), rejected
+            rejected.append(reject("bison", row.get("caption"), "bad-id", str(error), where, row))
+        except _BadTriple as error:
+            rejected.append(reject("bison", row.get("caption"), error.reason, str(error), where, row))
+    return pa.Table.from_pylist(rows, schema=BISON_SCHEMA), rejected
+
+
+def read_bison_json(path: str, image_of: Mapping[str, str] | None = None, images: Collection[str] = ()) -> tuple[pa.Table, list[Rejected]]:
+    """The released COCO-BISON JSON shape; an entry without two candidates, one of them its
+    ``true_image_id``, is ``bad-triple``, an id the scheme refuses ``bad-id``, then :func:`_triple`."""
+    try:
+        document = json.loads(io.read_bytes(path))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise InputError(f"{path}: not a JSON document ({error})") from error
+    if not isinstance(document, dict) or not isinstance(document.get("data"), list):
+        raise InputError(f"{path}: a BISON JSON is an object with a 'data' list (and 'info'), as bison_annotations.cocoval2014.json")
+    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    scheme = scheme_for(str(info.get("source") or "coco"))
+    rows, rejected = [], []
+    for n, entry in enumerate(document["data"]):
+        where = f"{path}:data[{n}]"
+        entry = entry if isinstance(entry, dict) else {"entry": entry}
+        candidates = entry.get("image_candidates")
+        images_of_entry = [c.get("image_id") for c in candidates if isinstance(c, dict)] if isinstance(candidates, list) else []
+        true = entry.get("true_image_id")
+        if len(images_of_entry) != 2 or true not in images_of_entry or entry.get("caption_id") is None:
+            detail = (
+                f"needs caption_id, true_image_id and two image_candidates one of which is the true image, got {images_of_entry} / {true!r}"
+            )
+            rejected.append(reject("bison", entry.get("bison_id"), "bad-triple", detail, where, entry))
+            continue
+        decoy = images_of_entry[1] if images_of_entry[0] == true else images_of_entry[0]
+        try:
+            canonical = (scheme.parse_caption(entry["caption_id"]), scheme.parse_image(true), scheme.parse_image(decoy))
+            rows.append(_triple(*canonical, image_of, images))
+        except IdFormError as error:
+            rejected.append(reject("bison", entry.get("bison_id"), "bad-id", str(error), where, entry))
+        except _BadTriple as error:
+            rejected.append(reject("bison", entry.get("bison_id"), error.reason, str(error), where, entry))
+    return pa.Table.from_pylist(rows, schema=BISON_SCHEMA), rejected

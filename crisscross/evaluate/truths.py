@@ -519,6 +519,11 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
     paths = [Path(f) / RELEASE_PAIRS if is_release(f) else Path(f) / "rated.parquet" for f in str(folder).split(",") if f]
     rows: list[dict[str, Any]] = []
     for path in paths:
+        if not path.is_file() and path.name == Path(RELEASE_PAIRS).name:
+            raise FileNotFoundError(
+                f"no {path}: the release at {path.parent.parent} has no rated pairs (a COCO-BISON or Flickr30k Entities release); "
+                "give its data/bison/bison_annotations.json to --bison instead"
+            )
         if not path.is_file():
             raise FileNotFoundError(f"no {path}: run the aggregate stage first (or name a release folder)")
         rows += pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()

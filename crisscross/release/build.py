@@ -30,12 +30,13 @@ from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.settings import setting
 from crisscross.release import card, croissant, merge
-from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, verify_maps
+from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, no_rounds, verify_maps
 from crisscross.release.cxc import CXC_FILES, CXC_SPLITS, cxc_csv
-from crisscross.release.load import is_release, load_release
+from crisscross.release.load import Release, is_release, load_release
 from crisscross.release.manifest import DATA, INFO, SUMS, data_counts, file_sha256, release_files, sums_text, tree_sha256, verify
+from crisscross.release.parts import PARTS, Part, read_parts, units, write_part
 from crisscross.release.pseudonyms import load_salt
-from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs
+from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs, diff_tables
 
 POSITIVES_REQUIRED = ("eccv_image_to_caption.json", "eccv_caption_to_image.json")
 POSITIVES_OPTIONAL = ("positives.parquet", "bias_audit.json")
@@ -85,6 +86,8 @@ class ReleaseSettings:
     salt_file: str = "~/.config/crisscross/release-salt"  # ... this file (created when missing; never inside the release)
     cxc_rows: str = setting(ITEM_ROWS, choices=CXC_ROW_MODES)
     merge_splits: tuple[str, ...] = CXC_SPLITS  # examples of these splits get cxc_scores in the Karpathy merge (as CxC's script)
+    # who linked and drew the Flickr30k Entities chains and boxes (--entities): the boxes stage's output does not say
+    entities_source: str = setting(SOURCE_SIMULATED, choices=(SOURCE_SIMULATED, SOURCE_PEOPLE, SOURCE_REPLAY))
 
     def metadata(self) -> dict[str, Any]:
         """What a patch release may change: the descriptive fields (not version, date or where files are)."""
@@ -106,8 +109,8 @@ class ReleaseSettings:
 
 @dataclass(frozen=True)
 class ReleaseRequest:
-    rounds: tuple[RoundInput, ...]
-    items: Path
+    rounds: tuple[RoundInput, ...]  # empty: a release of parts alone
+    items: Path | None  # needed with rounds
     out: Path
     settings: ReleaseSettings
     params: Mapping[str, Any] = field(default_factory=dict)  # the whole params document, recorded as build params
@@ -120,6 +123,7 @@ class ReleaseRequest:
     embeddings: Path | None = None
     attribution: Path | None = None
     lock: Path | None = None
+    parts: Mapping[str, Path] = field(default_factory=dict)  # part name (PARTS) → its stage's output folder
 
 
 def release_date(given: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -169,6 +173,7 @@ def input_hashes(request: ReleaseRequest) -> list[dict[str, Any]]:
     """Each input folder or file as given, its own sha256 (of the tree) and its md5 in ``dvc.lock``."""
     named = [(f"round {r.number} rated", r.rated) for r in request.rounds]
     named += [(f"round {r.number} judgments", r.judgments) for r in request.rounds if r.judgments]
+    named += [(name, path) for name, path in sorted(request.parts.items())]
     named += [
         (role, path)
         for role, path in (
@@ -200,16 +205,37 @@ class Plan:
     diff: ReleaseDiff | None
     previous_version: Version | None
     previous_changelog: str
+    parts: tuple[Part, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        return self.contents.simulated or any(p.simulated for p in self.parts)
+
+
+def read_contents(request: ReleaseRequest) -> tuple[Contents, tuple[Part, ...]]:
+    """The rounds' tables and the parts; a release needs at least one of them."""
+    unknown = sorted(set(request.parts) - set(PARTS.names()))
+    if unknown:
+        raise ParamError(f"unknown release part {unknown[0]!r}; known: {', '.join(PARTS.names())}")
+    if not request.rounds and not request.parts:
+        raise ParamError(
+            "nothing to release: give --rated (rated rounds), --bison (a bison --verified output) or --entities (a boxes output)"
+        )
+    if request.rounds and request.items is None:
+        raise ParamError("--rated needs --items (the ingest output the rounds were built from)")
+    salt = load_salt(request.settings.salt_env, request.settings.salt_file, str(request.out))
+    contents = collect(request.rounds, request.items, salt) if request.rounds and request.items else no_rounds()
+    return contents, read_parts(request.parts, salt, {"entities_source": request.settings.entities_source})
 
 
 def plan(request: ReleaseRequest) -> Plan:
-    salt = load_salt(request.settings.salt_env, request.settings.salt_file, str(request.out))
-    contents = collect(request.rounds, request.items, salt)
-    if contents.simulated and not request.simulated:
+    contents, parts = read_contents(request)
+    simulated = contents.simulated or any(p.simulated for p in parts)  # Plan.simulated, needed before the plan exists
+    if simulated and not request.simulated:
         raise ParamError("the judgments are SIMULATED: pass --simulated to release them (the version is then labelled -simulated)")
-    if request.simulated and not contents.simulated:
+    if request.simulated and not simulated:
         raise ParamError("--simulated given but no judgment is simulated: leave the flag out for a release of people's judgments")
-    if contents.simulated and SIMULATED_LABEL not in request.out.name.lower():
+    if simulated and SIMULATED_LABEL not in request.out.name.lower():
         raise ParamError(
             f"a simulated release must be named so: put 'simulated' in the output folder name (e.g. {request.out.parent / (request.out.name + '-simulated')})"
         )
@@ -217,13 +243,34 @@ def plan(request: ReleaseRequest) -> Plan:
     if request.previous is not None:
         if is_release(request.previous):
             before = load_release(request.previous)
-            diff = diff_pairs(before.frames["pairs"], contents.pairs, before.info["metadata"], metadata_fingerprint(request))
+            diff = release_diff(before, contents.pairs, part_units(parts), metadata_fingerprint(request))
             previous = Version.parse(before.version)
             changelog = (request.previous / CHANGELOG).read_text(encoding="utf-8") if (request.previous / CHANGELOG).is_file() else ""
         elif request.previous.resolve() != request.out.resolve() or request.previous.exists():
-            raise InputError(f"--previous {request.previous} is not a release folder (no {INFO} and {DATA}/pairs.parquet)")
-    version = choose_version(request.version, previous, diff, simulated=contents.simulated)
-    return Plan(contents, version, release_date(request.date), diff, previous, changelog)
+            raise InputError(f"--previous {request.previous} is not a release folder (no {INFO} and {SUMS})")
+    version = choose_version(request.version, previous, diff, simulated=simulated)
+    return Plan(contents, version, release_date(request.date), diff, previous, changelog, parts)
+
+
+def part_units(parts: Sequence[Part]) -> dict[str, frozenset[tuple[str, ...]]]:
+    return {k: v for p in parts for k, v in units(p.name, p.tables).items()}
+
+
+def loaded_units(release: Release) -> dict[str, frozenset[tuple[str, ...]]]:
+    """A loaded release's part units (the parts its ``release.json`` names)."""
+    found: dict[str, frozenset[tuple[str, ...]]] = {}
+    for name in sorted(release.info.get("parts") or {}):
+        tables = {key.split("/", 1)[1]: frame for key, frame in release.frames.items() if key.startswith(f"{name}/")}
+        found.update(units(name, tables))
+    return found
+
+
+def release_diff(
+    before: Release, pairs: pd.DataFrame, after_units: Mapping[str, frozenset[tuple[str, ...]]], metadata: Mapping[str, Any]
+) -> ReleaseDiff:
+    """The diff of the new pairs and part units against a loaded release."""
+    diff = diff_pairs(before.frames.get("pairs", no_rounds().pairs), pairs, before.info["metadata"], metadata)
+    return ReleaseDiff(diff.types, diff.metadata_changed, diff_tables(loaded_units(before), after_units))
 
 
 def metadata_fingerprint(request: ReleaseRequest) -> dict[str, Any]:
@@ -245,11 +292,16 @@ def build(request: ReleaseRequest) -> dict[str, Any]:
         return {**info, "verified": verify(request.out), "level": "none", "reason": decided.diff.reason()}
     with io.staged_directory(str(request.out)) as staging:
         root = Path(staging)
-        write_data(root, request, decided.contents)
-        for name, data in card.plots(decided.contents).items():
-            _write(root / name, data)
+        if request.rounds:
+            write_data(root, request, decided.contents)
+            for name, data in card.plots(decided.contents).items():
+                _write(root / name, data)
+        for part in decided.parts:
+            write_part(root / DATA, part)
+        if request.attribution is not None:
+            _write(root / ATTRIBUTION, io.frame_csv_bytes(_attribution(request.attribution)))
         entry = changelog_entry(decided.version, decided.date, decided.diff, decided.previous_version)
-        texts = _caption_texts(request.items)
+        texts = _caption_texts(request.items) if request.items is not None else {}
         _write(root / CARD, card.render(decided.contents, _card_inputs(request, decided, root, entry, texts)).encode())
         _write(root / CROISSANT, _croissant_json(root, request, decided))
         croissant.validate(root / CROISSANT, record_limit=1)
@@ -277,7 +329,7 @@ def _parquet(path: Path, frame: pd.DataFrame) -> None:
 
 
 def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
-    """Everything under ``data/`` (and ``ATTRIBUTION.csv``)."""
+    """The rounds' files under ``data/``."""
     data = root / DATA
     pairs = contents.pairs
     _parquet(data / "pairs.parquet", pairs)
@@ -311,8 +363,6 @@ def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
     merged = karpathy_merge(data, request, contents)
     if merged is not None:
         _write(data / MERGED, (json.dumps(merged, sort_keys=True) + "\n").encode())
-    if request.attribution is not None:
-        _write(root / ATTRIBUTION, io.frame_csv_bytes(_attribution(request.attribution)))
 
 
 def copy_positives(folder: Path, data: Path) -> None:
@@ -339,8 +389,8 @@ def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> d
         if not isinstance(document, dict) or not isinstance(document.get("images"), list):
             raise InputError(f"{request.karpathy}: not dataset_coco.json-shaped (no 'images' list)")
     else:
-        images = pd.read_parquet(request.items / "images.parquet", columns=["image_id", "split"])
-        captions = pd.read_parquet(request.items / "captions.parquet", columns=["caption_id", "image_id", "text"])
+        images = pd.read_parquet(Path(str(request.items)) / "images.parquet", columns=["image_id", "split"])
+        captions = pd.read_parquet(Path(str(request.items)) / "captions.parquet", columns=["caption_id", "image_id", "text"])
         document = merge.karpathy_document(images, captions)
     files = sorted(data.glob("sits_*.csv"))
     return merge.merge_scores(document, merge.read_sits_rows(files), request.settings.merge_splits)
@@ -410,7 +460,7 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
     s = request.settings
     data_files = [n for n in release_files(root) if n.startswith(f"{DATA}/")]
     files = {n: _describe(n) for n in data_files}
-    files.update({n: text for n, text in card.PLOTS.items()})
+    files.update({n: text for n, text in card.PLOTS.items() if (root / n).is_file()})
     files.update(
         {
             CROISSANT: "Croissant metadata (with Responsible-AI fields)",
@@ -421,9 +471,12 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
     )
     if request.attribution is not None:
         files[ATTRIBUTION] = "per-image licence and attribution from the source"
+    for part in decided.parts:
+        files = {n: t for n, t in files.items() if not n.startswith(f"{DATA}/{part.name}/")}
+        files.update({f"{DATA}/{part.name}/{n}": text for n, text in part.notes.items()})
     return card.CardInputs(
         title=s.title,
-        name=_release_name(s.name, decided.contents.simulated),
+        name=_release_name(s.name, decided.simulated),
         version=str(decided.version),
         date=decided.date,
         description=s.description,
@@ -439,6 +492,8 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
         files=files,
         examples=card.example_pairs(decided.contents, texts),
         changelog_entry=entry,
+        simulated=decided.simulated,
+        sections=[card.Section(p.title, p.card, [f"{p.name}/{t}" for t in sorted(p.tables)], p.citation) for p in decided.parts],
     )
 
 
@@ -447,21 +502,27 @@ def _release_name(name: str, simulated: bool) -> str:
 
 
 def _croissant_json(root: Path, request: ReleaseRequest, decided: Plan) -> bytes:
-    s, contents = request.settings, decided.contents
+    s, contents, simulated = request.settings, decided.contents, decided.simulated
     kinds = sorted({k for facts in contents.facts.values() for k in facts})
-    sources = sorted(set(contents.judgments["source"]))
+    sources = sorted(set(contents.judgments["source"]) | {p.source for p in decided.parts})
+    collection = [p.collection for p in decided.parts]
+    if request.rounds:
+        collection.insert(
+            0,
+            "Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
+        )
     inputs = croissant.CroissantInputs(
-        name=_release_name(s.name, contents.simulated),
-        description=s.description
-        + (" SIMULATED: the judgments come from a simulated rater panel, not people." if contents.simulated else ""),
+        name=_release_name(s.name, simulated),
+        description=s.description + (" SIMULATED: the judgments come from a simulated rater panel, not people." if simulated else ""),
         version=str(decided.version),
         date=decided.date,
         licence_url=s.licence_url,
-        citation=s.citation,
+        citation="\n".join([s.citation, *(p.citation for p in decided.parts)]),
         url=s.url,
         creator=s.creator,
-        simulated=contents.simulated,
-        collection="Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
+        simulated=simulated,
+        collection=" ".join(collection),
+        keywords=[p.title for p in decided.parts],
         platform="; ".join(PLATFORMS.get(x, x) for x in sources),
         instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
         raters_per_item=", ".join(
@@ -472,22 +533,28 @@ def _croissant_json(root: Path, request: ReleaseRequest, decided: Plan) -> bytes
             for facts in contents.facts.values()
             for k, f in sorted(facts.items())
         ],
-        limitations=list(s.limitations) + (["SIMULATED judgments, not people."] if contents.simulated else []),
+        limitations=list(s.limitations) + (["SIMULATED judgments, not people."] if simulated else []),
         biases=["See data/bias_audit.json."]
         if request.positives is not None and (request.positives / "bias_audit.json").is_file()
         else ["Not audited for this build."],
     )
-    files = [n for n in release_files(root) if n.startswith((f"{DATA}/", "plots/")) or n == ATTRIBUTION]
-    return (json.dumps(croissant.to_json(croissant.metadata(root, files, inputs)), indent=2, sort_keys=True, default=str) + "\n").encode()
+    file_sets = {f"{DATA}/{p.name}/{folder}": spec for p in decided.parts for folder, spec in p.file_sets.items()}
+    files = [
+        n
+        for n in release_files(root)
+        if (n.startswith((f"{DATA}/", "plots/")) or n == ATTRIBUTION) and str(Path(n).parent.as_posix()) not in file_sets
+    ]
+    meta = croissant.metadata(root, files, inputs, file_sets)
+    return (json.dumps(croissant.to_json(meta), indent=2, sort_keys=True, default=str) + "\n").encode()
 
 
 def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str, Any]:
     contents = decided.contents
     return {
-        "name": _release_name(request.settings.name, contents.simulated),
+        "name": _release_name(request.settings.name, decided.simulated),
         "version": str(decided.version),
         "date": decided.date,
-        "simulated": contents.simulated,
+        "simulated": decided.simulated,
         "code_version": code_version(),
         "metadata": metadata_fingerprint(request),
         "params": json.loads(json.dumps(dict(request.params), sort_keys=True, default=str)),
@@ -495,6 +562,7 @@ def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str
         "previous": str(decided.previous_version) if decided.previous_version else None,
         "bump": decided.diff.level if decided.diff else None,
         "summary": card.summary(contents),
+        "parts": {p.name: dict(p.counts) for p in decided.parts},
         "counts": data_counts(root),
     }
 
@@ -508,7 +576,7 @@ def _changelog(entry: str, decided: Plan) -> str:
 def diff_releases(a: Path, b: Path) -> tuple[ReleaseDiff, str]:
     """``crisscross release diff A B``: the diff of B against A and its changelog text."""
     before, after = load_release(a), load_release(b)
-    diff = diff_pairs(before.frames["pairs"], after.frames["pairs"], before.info["metadata"], after.info["metadata"])
+    diff = release_diff(before, after.frames.get("pairs", no_rounds().pairs), loaded_units(after), after.info["metadata"])
     text = changelog_entry(Version.parse(after.version), after.info["date"], diff, Version.parse(before.version))
     return diff, text
 

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from crisscross.aggregate.plots import DPI, SIMULATED_NOTE, item_std_png, png_bytes, score_distribution_png
 from crisscross.aggregate.quality import QualityRules
-from crisscross.annotate.schema import RATING_TYPES, TASK_TYPES
+from crisscross.annotate.schema import BISON_TYPES, RATING_TYPES, TASK_TYPES
 from crisscross.release.contents import EXCLUDED, GOLD, Contents, positives_per_query, rating_pairs
 
 BANNER = (
@@ -53,6 +53,17 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 
 @dataclass(frozen=True)
+class Section:
+    """A part's own section: its title, Markdown lines (values already escaped), the tables
+    ``load_release`` gives for it and the paper to cite."""
+
+    title: str
+    lines: Sequence[str]
+    tables: Sequence[str]
+    citation: str
+
+
+@dataclass(frozen=True)
 class CardInputs:
     """What the card says beyond the tables: the release's metadata and build facts."""
 
@@ -73,17 +84,21 @@ class CardInputs:
     files: Mapping[str, str]  # release file → what it holds
     examples: Sequence[tuple[str, str, str, float]] = field(default_factory=tuple)  # (type, text a, text b, score)
     changelog_entry: str = ""
+    simulated: bool = False  # a part is simulated (the rounds say so themselves)
+    sections: Sequence[Section] = ()  # the parts' sections (COCO-BISON, Flickr30k Entities)
 
 
 def plots(contents: Contents) -> dict[str, bytes]:
-    """The card's PNGs (same bytes for the same tables: no timestamps in the files)."""
+    """The card's PNGs (same bytes for the same tables: no timestamps in the files); the score
+    plots only when there are rated (0–5) pairs (COCO-BISON's rounds answer, they do not score)."""
     ratings = rating_pairs(contents.pairs)
     simulated = contents.simulated
-    return {
-        "plots/score_distribution.png": score_distribution_png(ratings, simulated=simulated, title="Aggregated scores"),
-        "plots/item_std.png": item_std_png(ratings, simulated=simulated, title="Standard deviation of ratings per item"),
-        "plots/positives_per_query.png": png_bytes(positives_figure(contents.pairs, simulated=simulated)),
-    }
+    found = {}
+    if not ratings.empty:
+        found["plots/score_distribution.png"] = score_distribution_png(ratings, simulated=simulated, title="Aggregated scores")
+        found["plots/item_std.png"] = item_std_png(ratings, simulated=simulated, title="Standard deviation of ratings per item")
+    found["plots/positives_per_query.png"] = png_bytes(positives_figure(contents.pairs, simulated=simulated))
+    return found
 
 
 def positives_figure(pairs: pd.DataFrame, *, simulated: bool) -> Figure:
@@ -102,39 +117,46 @@ def positives_figure(pairs: pd.DataFrame, *, simulated: bool) -> Figure:
 
 
 def render(contents: Contents, inputs: CardInputs) -> str:
-    simulated = contents.simulated
+    simulated = contents.simulated or inputs.simulated
     pairs = contents.pairs
     parts = [f"# {md(inputs.title)} {md(inputs.version)}", ""]
     if simulated:
         parts += [BANNER, ""]
-    parts += [
-        f"Release `{inputs.name}` version `{inputs.version}` of {inputs.date}. {md(inputs.description)}",
-        "",
-        "## What it holds",
-        "",
-        table(
-            ["split", "task type", "pairs", "positives", "sampling methods"],
-            (
+    parts += [f"Release `{inputs.name}` version `{inputs.version}` of {inputs.date}. {md(inputs.description)}", ""]
+    if not pairs.empty:
+        parts += [
+            "## What it holds",
+            "",
+            table(
+                ["split", "task type", "pairs", "positives", "sampling methods"],
                 (
-                    md(split),
-                    kind,
-                    f"{len(rows):,}",
-                    f"{int(rows['positive'].sum()):,}",
-                    ", ".join(f"{md(m)} {n:,}" for m, n in rows.groupby("sampling_method").size().items()),
-                )
-                for (split, kind), rows in pairs.groupby(["split", "task_type"], sort=True)
+                    (
+                        md(split),
+                        kind,
+                        f"{len(rows):,}",
+                        f"{int(rows['positive'].sum()):,}",
+                        ", ".join(f"{md(m)} {n:,}" for m, n in rows.groupby("sampling_method").size().items()),
+                    )
+                    for (split, kind), rows in pairs.groupby(["split", "task_type"], sort=True)
+                ),
             ),
-        ),
-        "",
-        "Positives: STS and SITS scores ≥ 3, SIS ≥ 2.5 (CxC's thresholds, or the build's `aggregate.thresholds`); VERIFY answers "
-        "*100% yes* or *partially yes* (ECCV Caption).",
-        "",
-        "## How it was built",
-        "",
-        *_built(contents, inputs, simulated),
-        "## Plots",
-        "",
-        *[f"![{text}]({path})\n" for path, text in PLOTS.items()],
+            "",
+            "\n\n".join(_positives_rule(set(pairs["task_type"]))),
+            "",
+            "## How it was built",
+            "",
+            *_built(contents, inputs, simulated),
+            "## Plots",
+            "",
+            *[f"![{text}]({path})\n" for path, text in PLOTS.items() if path in inputs.files],
+        ]
+    for section in inputs.sections:
+        parts += [f"## {md(section.title)}", "", *section.lines, ""]
+    kinds = set(pairs["task_type"])
+    loading = ['pairs = release.frames["pairs"]          # pandas'] if not pairs.empty else []
+    loading += ['sts = release.tables["sts_test"]         # pyarrow'] if "STS" in kinds else []
+    loading += [f'{key.replace("/", "_")} = release.frames["{key}"]' for section in inputs.sections for key in section.tables]
+    parts += [
         "## Files",
         "",
         table(["file", "what"], ((f"`{name}`", md(text)) for name, text in sorted(inputs.files.items()))),
@@ -148,17 +170,22 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         fenced(
             "import crisscross\n\n"
             f'release = crisscross.load_release("{inputs.name}")\n'
-            'pairs = release.frames["pairs"]          # pandas\n'
-            'sts = release.tables["sts_test"]         # pyarrow\n'
-            "print(release.version, release.simulated)",
+            + "".join(f"{line}\n" for line in loading)
+            + "print(release.version, release.simulated)",
             "python",
         ),
         "",
-        fenced(
-            f"crisscross evaluate --in build/embeddings --items build/items --truth release:{inputs.name} --out build/evaluation --params params.yaml",
-            "bash",
+        *(
+            [
+                fenced(
+                    f"crisscross evaluate --in build/embeddings --items build/items --truth release:{inputs.name} --out build/evaluation --params params.yaml",
+                    "bash",
+                ),
+                "",
+            ]
+            if kinds - set(BISON_TYPES)
+            else []
         ),
-        "",
         "## Licence and attribution",
         "",
         f"Annotations: {md(inputs.licence)} ({md(inputs.licence_url)}). Images and captions keep their own licences; the images' "
@@ -172,7 +199,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         ),
         "## Citation",
         "",
-        fenced(inputs.citation, "bibtex"),
+        fenced("\n".join([inputs.citation, *(s.citation for s in inputs.sections)]), "bibtex"),
         "",
         "## Known limitations",
         "",
@@ -184,6 +211,22 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         "",
     ]
     return "\n".join(parts)
+
+
+def _positives_rule(kinds: set[str]) -> list[str]:
+    """What makes a pair positive, for the task types the release holds."""
+    lines = []
+    if kinds - set(BISON_TYPES):
+        lines.append(
+            "Positives: STS and SITS scores ≥ 3, SIS ≥ 2.5 (CxC's thresholds, or the build's `aggregate.thresholds`); VERIFY answers "
+            "*100% yes* or *partially yes* (ECCV Caption)."
+        )
+    if kinds & set(BISON_TYPES):
+        lines.append(
+            "COCO-BISON rounds (Hu et al. 2019 §4.1): a CHOOSE item (target image, decoy image) is positive when a caption was chosen "
+            "(not *none*), its label that caption; a VERIFY-TRIPLE item (caption, decoy) is positive when every verifier answered *target*."
+        )
+    return lines
 
 
 def _built(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]:
@@ -223,12 +266,29 @@ def _built(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]
         else "Encoders: not recorded for this build."
     )
     source = "a SIMULATED rater panel" if simulated else ", ".join(sorted(set(judgments["source"].map(md))))
+    kinds = set(contents.pairs["task_type"])
     lines = [
-        "Candidate pairs were sampled as Crisscrossed Captions (CxC) did — `i2i_csim` image pairs from caption similarity, "
-        "`c2c_isim` caption pairs from image similarity, `c2c_cocaption` pairs of captions of one image — then derived "
-        "caption–image pairs (`c2i_intrasim`, `c2i_original`) were rated in a second round, and machine-annotator candidates "
-        "were verified as in ECCV Caption. Sampling methods and their counts are in the table above.",
-        "",
+        *(
+            [
+                "Candidate pairs were sampled as Crisscrossed Captions (CxC) did — `i2i_csim` image pairs from caption similarity, "
+                "`c2c_isim` caption pairs from image similarity, `c2c_cocaption` pairs of captions of one image — then derived "
+                "caption–image pairs (`c2i_intrasim`, `c2i_original`) were rated in a second round, and machine-annotator candidates "
+                "were verified as in ECCV Caption. Sampling methods and their counts are in the table above.",
+                "",
+            ]
+            if kinds - set(BISON_TYPES)
+            else []
+        ),
+        *(
+            [
+                "CHOOSE and VERIFY-TRIPLE are COCO-BISON's annotation rounds (Hu et al. 2019 §4.1): each image's nearest other image "
+                "(`bison_decoy`) was shown with it and a rater chose a caption telling them apart; other raters then verified each "
+                "chosen caption with both images (`bison_chosen`).",
+                "",
+            ]
+            if kinds & set(BISON_TYPES)
+            else []
+        ),
         "Encoders used to sample candidates:",
         "",
         encoders,
@@ -261,8 +321,14 @@ def _built(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]
 
 def _limitations(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]:
     found = list(inputs.limitations)
+    rounds = not contents.pairs.empty
     if simulated:
-        found.insert(0, "SIMULATED judgments: scores follow an encoder's similarity plus noise, not human perception.")
+        found.insert(
+            0,
+            "SIMULATED judgments: scores follow an encoder's similarity plus noise, not human perception."
+            if rounds
+            else "SIMULATED annotations: a simulated panel or crowd answered, not people.",
+        )
     pooled = {(n, k): f["pooled_items"] for n, facts in contents.facts.items() for k, f in facts.items() if f.get("pooled_items")}
     if pooled:
         found.append(
@@ -270,7 +336,8 @@ def _limitations(contents: Contents, inputs: CardInputs, simulated: bool) -> lis
             + ", ".join(f"round {n} {k} {v:,}" for (n, k), v in sorted(pooled.items()))
             + "."
         )
-    found.append("STS and SIS pairs are symmetric: their ids are written in a fixed order, not the order raters saw them.")
+    if rounds:
+        found.append("STS and SIS pairs are symmetric: their ids are written in a fixed order, not the order raters saw them.")
     return found
 
 

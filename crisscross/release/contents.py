@@ -186,6 +186,22 @@ def rater_table(rounds: Sequence[Round], names: Mapping[str, str]) -> pd.DataFra
     return table[columns].sort_values(["round", "rater", "task_type"], kind="stable").reset_index(drop=True)
 
 
+def no_rounds() -> Contents:
+    """The contents of a release without rated rounds (COCO-BISON triples or Flickr30k Entities alone)."""
+    return Contents(
+        _empty(PAIR_COLUMNS),
+        _empty(JUDGMENT_COLUMNS),
+        _empty(("round", "rater", "task_type", "excluded")),
+        _empty(("round", "task_type", "item_id", "id_a", "id_b", "worker", "score", "source")),
+        {},
+        (),
+    )
+
+
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
 def collect(specs: Sequence[RoundInput], items: Path, salt: Salt) -> Contents:
     rounds = tuple(read_round(s) for s in specs)
     workers = [w for r in rounds for frame in (r.judgments, r.raters, r.kept) for w in frame["worker"]]

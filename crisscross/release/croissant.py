@@ -2,7 +2,9 @@
 
 Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
 records); every CSV is also a ``RecordSet`` whose fields read its columns, so
-``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields the rows.  The Responsible-AI
+``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields the rows (a part's CSV under
+``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
+(Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many raters per item.
 """
@@ -50,11 +52,16 @@ class CroissantInputs:
     agreement: Sequence[str]
     limitations: Sequence[str]
     biases: Sequence[str]
+    keywords: Sequence[str] = ()
 
 
-def metadata(folder: Path, files: Sequence[str], inputs: CroissantInputs) -> mlc.Metadata:
-    """The release's Croissant metadata for ``files`` (relative paths) of ``folder``."""
-    distribution = [
+def metadata(
+    folder: Path, files: Sequence[str], inputs: CroissantInputs, file_sets: Mapping[str, tuple[str, str]] | None = None
+) -> mlc.Metadata:
+    """The release's Croissant metadata for ``files`` (relative paths) of ``folder``; ``file_sets``
+    (folder → (file suffix, encoding)) are described as ``FileSet``s by a glob, not file by file
+    (a Flickr30k Entities folder holds one file per image; ``SHA256SUMS`` lists each)."""
+    distribution: list[mlc.FileObject | mlc.FileSet] = [
         mlc.FileObject(
             id=name,
             name=name,
@@ -63,6 +70,10 @@ def metadata(folder: Path, files: Sequence[str], inputs: CroissantInputs) -> mlc
             sha256=file_sha256(folder / name),
         )
         for name in files
+    ]
+    distribution += [
+        mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
+        for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
     record_sets = [_record_set(folder, name) for name in files if name.endswith(".csv")]
     published = datetime.datetime.fromisoformat(inputs.date)
@@ -80,6 +91,7 @@ def metadata(folder: Path, files: Sequence[str], inputs: CroissantInputs) -> mlc
             "semantic textual similarity",
             "Crisscrossed Captions",
             "ECCV Caption",
+            *inputs.keywords,
             *(["SIMULATED"] if inputs.simulated else []),
         ],
         distribution=distribution,
@@ -101,8 +113,14 @@ def metadata(folder: Path, files: Sequence[str], inputs: CroissantInputs) -> mlc
     )
 
 
+def record_set_id(name: str) -> str:
+    """``data/sts_test.csv`` → ``sts_test``, ``data/bison/triples.csv`` → ``bison_triples``."""
+    parts = PurePosixPath(name).with_suffix("").parts
+    return "_".join(parts[1:] if parts[0] == "data" and len(parts) > 1 else parts)
+
+
 def _record_set(folder: Path, name: str) -> mlc.RecordSet:
-    stem = PurePosixPath(name).stem
+    stem = record_set_id(name)
     frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
     fields = [
         mlc.Field(

@@ -13,19 +13,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crisscross.core.errors import InputError
-from crisscross.release.manifest import DATA, INFO
+from crisscross.release.manifest import DATA, INFO, SUMS
 
 
 @dataclass(frozen=True)
 class Release:
     """A loaded release: ``tables`` (Arrow) and ``frames`` (pandas) by file stem (``pairs``,
-    ``judgments``, ``sts_test``, ``verify_test``, ``raters``, ``qc_exclusions``, …), ``info``
-    (``release.json``) and the ECCV-shaped positive maps by file stem."""
+    ``judgments``, ``sts_test``, ``verify_test``, ``raters``, ``qc_exclusions``, …; a part's as
+    ``bison/triples``, ``entities/boxes``, ``entities/chains``), ``info`` (``release.json``), the
+    ECCV-shaped positive maps by file stem and a part's JSON documents (``bison/bison_annotations``)."""
 
     path: Path
     info: dict[str, Any]
     tables: dict[str, pa.Table]
     maps: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    documents: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def frames(self) -> dict[str, pd.DataFrame]:
@@ -39,20 +41,32 @@ class Release:
     def simulated(self) -> bool:
         return bool(self.info["simulated"])
 
+    def files(self, folder: str) -> list[Path]:
+        """The files of a folder under ``data/`` (e.g. ``entities/Annotations``), sorted."""
+        return sorted(p for p in (self.path / DATA / folder).iterdir() if p.is_file())
+
 
 def is_release(folder: str | Path) -> bool:
-    return (Path(folder) / INFO).is_file() and (Path(folder) / DATA / "pairs.parquet").is_file()
+    """A release folder: ``release.json`` and ``SHA256SUMS`` (a release of COCO-BISON or Flickr30k
+    Entities alone has no ``pairs.parquet``)."""
+    return (Path(folder) / INFO).is_file() and (Path(folder) / SUMS).is_file()
 
 
 def load_release(path: str | Path) -> Release:
-    """Every Parquet table of ``<path>/data`` (CSV files are the same rows in CxC's shape; Parquet
-    keeps types), the JSON positive maps, and ``release.json``."""
+    """Every Parquet table of ``<path>/data`` and of its parts' folders (CSV files are the same
+    rows; Parquet keeps types), the JSON positive maps, the parts' JSON documents and ``release.json``."""
     root = Path(path)
     if not is_release(root):
-        raise InputError(f"{root} is not a crisscross release folder (no {INFO} and {DATA}/pairs.parquet)")
+        raise InputError(f"{root} is not a crisscross release folder (no {INFO} and {SUMS})")
     info = json.loads((root / INFO).read_text(encoding="utf-8"))
-    tables = {p.stem: pq.read_table(p) for p in sorted((root / DATA).glob("*.parquet"))}
+    data = root / DATA
+    tables = {_key(data, p): pq.read_table(p) for p in sorted([*data.glob("*.parquet"), *data.glob("*/*.parquet")])}
     maps = {}
-    for p in sorted((root / DATA).glob("*_to_*.json")):
+    for p in sorted(data.glob("*_to_*.json")):
         maps[PurePosixPath(p.name).stem] = json.loads(p.read_text(encoding="utf-8"))
-    return Release(root, info, tables, maps)
+    documents = {_key(data, p): json.loads(p.read_text(encoding="utf-8")) for p in sorted(data.glob("*/*.json"))}
+    return Release(root, info, tables, maps, documents)
+
+
+def _key(data: Path, path: Path) -> str:
+    return path.relative_to(data).with_suffix("").as_posix()

@@ -4,6 +4,9 @@
 * minor — pairs added or scores / labels refined, and no positive flipped;
 * major — pairs removed or any positive flipped.
 
+The rows of a part's tables (COCO-BISON triples, Flickr30k Entities boxes and chains; see
+:mod:`crisscross.release.parts`) count like pairs: an added row is minor, a removed or changed row major.
+
 The release stage computes the smallest allowed bump from the diff against the previous release
 and refuses a version below it.  A release built from simulated judgments carries the
 ``-simulated`` label (``1.0.0-simulated``): it can never pass for a plain version.
@@ -90,16 +93,30 @@ class TypeDiff:
 
 
 @dataclass(frozen=True)
+class TableDiff:
+    """What changed in one table of a part (``bison/triples``, ``entities/boxes``): rows are units,
+    so a changed row counts as one removed and one added."""
+
+    table: str
+    before: int
+    after: int
+    added: int
+    removed: int
+
+
+@dataclass(frozen=True)
 class ReleaseDiff:
     types: tuple[TypeDiff, ...]
     metadata_changed: tuple[str, ...]  # metadata keys whose value differs
+    tables: tuple[TableDiff, ...] = ()  # the parts' tables (COCO-BISON, Flickr30k Entities)
 
     @property
     def level(self) -> str:
-        """The smallest bump this diff allows (see the module docstring)."""
-        if any(t.removed or t.flipped for t in self.types):
+        """The smallest bump this diff allows (see the module docstring); a part's removed row is
+        a removed pair, an added row an added pair."""
+        if any(t.removed or t.flipped for t in self.types) or any(t.removed for t in self.tables):
             return "major"
-        if any(t.added or t.scores_changed or t.labels_changed for t in self.types):
+        if any(t.added or t.scores_changed or t.labels_changed for t in self.types) or any(t.added for t in self.tables):
             return "minor"
         return "patch" if self.metadata_changed else "none"
 
@@ -109,9 +126,13 @@ class ReleaseDiff:
         flipped = sum(t.flipped for t in self.types)
         added = sum(sum(t.added.values()) for t in self.types)
         refined = sum(t.scores_changed + t.labels_changed for t in self.types)
+        rows_removed = sum(t.removed for t in self.tables)
+        rows_added = sum(t.added for t in self.tables)
         reasons = {
-            "major": f"{removed} pairs removed, {flipped} positives flipped",
-            "minor": f"{added} pairs added, {refined} scores or labels refined, no positive flipped",
+            "major": f"{removed} pairs removed, {flipped} positives flipped"
+            + (f", {rows_removed} data rows removed" if rows_removed else ""),
+            "minor": f"{added} pairs added, {refined} scores or labels refined, no positive flipped"
+            + (f", {rows_added} data rows added" if rows_added else ""),
             "patch": f"metadata changed ({', '.join(self.metadata_changed)}), no pair or score",
             "none": "nothing changed",
         }
@@ -151,6 +172,20 @@ def diff_pairs(before: pd.DataFrame, after: pd.DataFrame, meta_before: Mapping[s
     return ReleaseDiff(tuple(types), changed)
 
 
+def diff_tables(before: Mapping[str, frozenset[tuple[str, ...]]], after: Mapping[str, frozenset[tuple[str, ...]]]) -> tuple[TableDiff, ...]:
+    """Rows added and removed per part table (``parts.units`` of each release)."""
+    return tuple(
+        TableDiff(
+            name,
+            len(before.get(name, frozenset())),
+            len(after.get(name, frozenset())),
+            len(after.get(name, frozenset()) - before.get(name, frozenset())),
+            len(before.get(name, frozenset()) - after.get(name, frozenset())),
+        )
+        for name in sorted(set(before) | set(after))
+    )
+
+
 def _by_method(rows: pd.DataFrame, column: str) -> dict[str, int]:
     counts = rows.groupby(column).size()
     return {str(k): int(v) for k, v in sorted(counts.items())}
@@ -181,7 +216,18 @@ def changelog_entry(version: Version, date: str, diff: ReleaseDiff | None, previ
     if diff is None or previous is None:
         return "\n".join([*lines, "First release.", ""])
     lines += [f"Against {previous}: **{diff.level}** ({diff.reason()}).", ""]
-    lines += [
+    if diff.types or not diff.tables:
+        lines += _types_table(diff)
+    if diff.tables:
+        lines += ([""] if diff.types else []) + ["| data | rows before | after | added | removed |", "|---|---|---|---|---|"]
+        lines += [f"| {t.table} | {t.before} | {t.after} | {t.added} | {t.removed} |" for t in diff.tables]
+    if diff.metadata_changed:
+        lines += ["", f"Metadata changed: {', '.join(diff.metadata_changed)}."]
+    return "\n".join([*lines, ""])
+
+
+def _types_table(diff: ReleaseDiff) -> list[str]:
+    lines = [
         "| type | pairs before | after | added | removed | scores changed (mean / max abs) | labels changed | positives before → after | flipped (→ pos / → neg) |"
     ]
     lines += ["|---|---|---|---|---|---|---|---|---|"]
@@ -191,9 +237,7 @@ def changelog_entry(version: Version, date: str, diff: ReleaseDiff | None, previ
             f"| {t.task_type} | {t.before} | {t.after} | {_methods(t.added)} | {_methods(t.removed)} | {moved} | {t.labels_changed} "
             f"| {t.positives_before} → {t.positives_after} | {t.became_positive} / {t.became_negative} |"
         )
-    if diff.metadata_changed:
-        lines += ["", f"Metadata changed: {', '.join(diff.metadata_changed)}."]
-    return "\n".join([*lines, ""])
+    return lines
 
 
 def _methods(counts: Mapping[str, int]) -> str:

@@ -2,8 +2,8 @@
 
 Routes: ``/signin`` (a page whose script posts the link's ``#token=…`` fragment, so the token
 never appears in a URL the server or a proxy logs), ``/`` (the rater page), ``/api/batch`` (the
-rater's batch as JSON: texts, image URLs, instructions, scale, examples; no item ids, gold flags or
-sampling methods), ``/api/submit`` (a whole batch, with the CSRF header), ``/api/image`` and
+rater's batch as JSON: texts, image URLs, instructions, scale, examples, BISON's options by number;
+no item ids, caption ids, gold flags or sampling methods), ``/api/submit`` (a whole batch, with the CSRF header), ``/api/image`` and
 ``/api/example`` (image bytes of the rater's own batch or of the examples, confined to the image
 folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
 """
@@ -21,8 +21,20 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from pydantic import BaseModel, Field
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, VERIFY_MEANINGS
-from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SITS, VERIFY_ANSWERS, task_type
+from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
+from crisscross.annotate.schema import (
+    CHOOSE,
+    CHOOSE_NONE,
+    SCORE_MAX,
+    SCORE_MIN,
+    SITS,
+    TRIPLE_DECOY,
+    TRIPLE_TARGET,
+    VERIFY_ANSWERS,
+    VERIFY_TRIPLE,
+    decoy_first,
+    task_type,
+)
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.serve import assets
@@ -79,9 +91,10 @@ class Round:
     images: str  # the image folder every served file must lie in
     examples: Mapping[str, Sequence[Example]]
     tasks: Mapping[tuple[str, int], TaskRow]  # (batch, position) → row, for image lookups
+    seed: int = 0  # base.seed: orders the two images of a VERIFY-TRIPLE item, as the exports do
 
     @classmethod
-    def of(cls, tasks: pa.Table, catalog: Catalog, images: str | None) -> "Round":
+    def of(cls, tasks: pa.Table, catalog: Catalog, images: str | None, seed: int = 0) -> "Round":
         """The round of a tasks table; ``images`` defaults to the folder the items' images share."""
         rows = [
             TaskRow(r["batch_id"], int(r["position"]), r["item_id"], r["task_type"], r["id_a"], r["id_b"], r["gold"])
@@ -91,7 +104,28 @@ class Round:
             raise InputError(f"no image folder {images}")
         examples = worked_examples(catalog, {r.item_id for r in rows}, {i for r in rows for i in (r.id_a, r.id_b)})
         root = images if images is not None else image_root(list(catalog.paths.values()))
-        return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows})
+        return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows}, seed)
+
+    def shown_images(self, row: TaskRow) -> tuple[tuple[str, str], tuple[str, str]]:
+        """A VERIFY-TRIPLE item's two images in the order shown, each (image id, answer it stands for)."""
+        shown = ((self.catalog.image(row.id_a), TRIPLE_TARGET), (row.id_b, TRIPLE_DECOY))
+        return (shown[1], shown[0]) if decoy_first(row.item_id, self.seed) else shown
+
+    def canonical_answer(self, row: TaskRow, given: str | None) -> str | None:
+        """A BISON answer as the page gives it (an option's number, ``none``, ``both``, ``neither``)
+        as the judgments table stores it (a caption id, target / decoy); :class:`Refused` otherwise."""
+        if row.task_type == CHOOSE:
+            captions = self.catalog.captions_of(row.id_a)
+            numbers = {str(k): c for k, c in enumerate(captions, start=1)}
+            if given == CHOOSE_NONE or given in numbers:
+                return numbers.get(str(given), CHOOSE_NONE)
+            raise Refused(422, f"item {row.position} needs one of its {len(captions)} captions or none")
+        if row.task_type == VERIFY_TRIPLE:
+            by_number = {str(k): answer for k, (_, answer) in enumerate(self.shown_images(row), start=1)}
+            if given in by_number or given in ("both", "neither"):
+                return by_number.get(str(given), given)
+            raise Refused(422, f"item {row.position} needs image 1, image 2, both or neither")
+        return given
 
 
 def _side(value: str, url: str, catalog: Catalog) -> dict[str, str]:
@@ -101,6 +135,26 @@ def _side(value: str, url: str, catalog: Catalog) -> dict[str, str]:
 
 def _example_side(side: ExampleSide, url: str) -> dict[str, str]:
     return {"text": side.value} if side.kind == "text" else {"image": url}
+
+
+def _item_view(item: TaskRow, batch: str, round_: Round) -> dict[str, Any]:
+    """One item as the page shows it.  BISON: CHOOSE adds the target's captions by number (and
+    "none"); VERIFY-TRIPLE shows the caption and the two images in their seeded order (never which
+    one is the target) with the four answers."""
+    a = _side(item.id_a, f"/api/image/{item.position}/a?batch={batch}", round_.catalog)
+    if item.task_type == VERIFY_TRIPLE:
+        images = [{"image": f"/api/image/{item.position}/{k}?batch={batch}", "label": f"Image {k}"} for k in (1, 2)]
+        options = [{"answer": str(k), "text": f"Image {k}", "meaning": f"The caption describes image {k} only."} for k in (1, 2)]
+        options += [{"answer": answer, "text": answer, "meaning": TRIPLE_MEANINGS[answer]} for answer in ("both", "neither")]
+        return {"position": item.position, "a": a, "images": images, "options": options}
+    view = {"position": item.position, "a": a, "b": _side(item.id_b, f"/api/image/{item.position}/b?batch={batch}", round_.catalog)}
+    if item.task_type == CHOOSE:
+        captions = round_.catalog.captions_of(item.id_a)
+        view["options"] = [{"answer": str(k), "text": round_.catalog.texts[c]} for k, c in enumerate(captions, start=1)]
+        view["options"].append(
+            {"answer": CHOOSE_NONE, "text": "None of the above", "meaning": "Every caption also describes the other image."}
+        )
+    return view
 
 
 def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
@@ -124,14 +178,7 @@ def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
             }
             for n, e in enumerate(round_.examples.get(kind, ()))
         ],
-        "items": [
-            {
-                "position": item.position,
-                "a": _side(item.id_a, f"/api/image/{item.position}/a?batch={batch}", round_.catalog),
-                "b": _side(item.id_b, f"/api/image/{item.position}/b?batch={batch}", round_.catalog),
-            }
-            for item in assignment.items
-        ],
+        "items": [_item_view(item, batch, round_) for item in assignment.items],
     }
     if task_type(kind).rated:
         view["scale"] = {
@@ -143,7 +190,7 @@ def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
                 for score in sorted(SCALE_LABELS[kind])
             ],
         }
-    else:
+    elif kind not in (CHOOSE, VERIFY_TRIPLE):  # BISON items carry their own options
         view["answers"] = [{"answer": a, "meaning": VERIFY_MEANINGS[a]} for a in VERIFY_ANSWERS]
     return view
 
@@ -229,13 +276,17 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
             "batch": batch_view(assignment, round_) if assignment else None,
         }
 
+    def _answer(batch: str, given: AnswerIn) -> str | None:
+        row = round_.tasks.get((batch, given.position))
+        return round_.canonical_answer(row, given.answer) if row is not None else given.answer
+
     @app.post("/api/submit")
     def submit(body: SubmitIn, who: Rater, csrf: Annotated[str | None, Header(alias=CSRF_HEADER)] = None) -> dict[str, Any]:
         name, session = who
         if not csrf_ok(secret, session, csrf):
             raise HTTPException(403, "the page's CSRF token is missing or wrong: reload the page")
-        answers = [Answer(a.position, a.score, a.answer, a.seconds) for a in body.answers]
         try:
+            answers = [Answer(a.position, a.score, _answer(body.batch_id, a), a.seconds) for a in body.answers]
             stored = store.submit(name, body.batch_id, answers, config.clock(), config.replicas)
         except Refused as refused:
             raise HTTPException(refused.status, str(refused)) from None
@@ -246,8 +297,11 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
         name, _ = who
         held = store.held_batch(name, config.clock(), config.timeout)
         row = round_.tasks.get((batch, position)) if held == batch else None
-        if row is None or side not in ("a", "b"):
+        sides = {"1": 0, "2": 1} if row is not None and row.task_type == VERIFY_TRIPLE else {"a": 0, "b": 1}
+        if row is None or side not in sides:
             raise HTTPException(404, "no such image in your batch")
+        if row.task_type == VERIFY_TRIPLE:
+            return _image_file(round_.shown_images(row)[sides[side]][0], round_, "private, max-age=3600")
         return _image_file(row.id_a if side == "a" else row.id_b, round_, "private, max-age=3600")
 
     @app.get("/api/example/{kind}/{number}/{side}")

@@ -231,15 +231,26 @@ RATER_JS = """"use strict";
     return el("div", {class: "scale"}, [input, ticks, legend]);
   }
 
-  function choices(batch, current) {
+  // VERIFY answers come with the batch; a BISON item brings its own options (CHOOSE: the target's
+  // captions by number, shown as text; VERIFY-TRIPLE: image 1, image 2, both, neither).
+  function choices(options, current) {
     return el("fieldset", {class: "answers"}, [
       el("legend", {class: "question", text: "Your answer"}),
-      ...batch.answers.map((choice) => {
+      ...options.map((choice) => {
         const input = el("input", {type: "radio", name: "answer", value: choice.answer});
         input.checked = current !== null && current.answer === choice.answer;
         input.addEventListener("change", () => setAnswer({answer: choice.answer}));
-        return el("label", {}, [input, " ", el("span", {text: choice.answer}), el("span", {class: "meaning", text: choice.meaning})]);
+        const meaning = choice.meaning ? el("span", {class: "meaning", text: choice.meaning}) : null;
+        return el("label", {}, [input, " ", el("span", {class: "option", text: choice.text || choice.answer}), meaning]);
       }),
+    ]);
+  }
+
+  function shown(item, labels) {
+    if (!item.images) return pair(item, labels);
+    return el("div", {}, [
+      el("div", {class: "pair"}, [side(item.a, labels[0])]),
+      el("div", {class: "pair"}, item.images.map((image) => side(image, image.label))),
     ]);
   }
 
@@ -262,13 +273,13 @@ RATER_JS = """"use strict";
     const item = batch.items[state.index];
     const current = state.answers[state.index];
     const last = state.index === n - 1;
-    const control = batch.scale ? slider(batch, current) : choices(batch, current);
+    const control = batch.scale ? slider(batch, current) : choices(item.options || batch.answers, current);
     const back = el("button", {type: "button", class: "secondary", text: "Back"});
     back.disabled = state.index === 0;
     back.addEventListener("click", () => { leaveItem(); state.index -= 1; render(); });
     const next = el("button", {type: "button", id: last ? "submit" : "next", text: last ? "Submit batch" : "Next"});
     next.addEventListener("click", () => (last ? submit() : advance()));
-    app.replaceChildren(
+    app.replaceChildren(...[  // BISON's types have no worked examples: no section, not a "null"
       instructions(batch),
       examples(batch),
       el("section", {class: "card task", "aria-label": "Pair to rate"}, [
@@ -276,18 +287,18 @@ RATER_JS = """"use strict";
           el("span", {id: "position", text: "Item " + (state.index + 1) + " of " + n}),
           el("progress", {max: String(n), value: String(state.answers.filter((a) => a !== null).length)}),
         ]),
-        pair(item, batch.labels),
+        shown(item, batch.labels),
         batch.question ? el("p", {class: "question", text: batch.question}) : null,
         control,
         el("p", {id: "error", class: "error", role: "alert"}),
         el("div", {class: "nav"}, [back, next]),
       ]),
-    );
+    ].filter((part) => part !== null));
     state.shownAt = performance.now();
   }
 
   function missing() {
-    return view.batch.scale ? "Move the slider to give a score before going on." : "Choose one of the four answers before going on.";
+    return view.batch.scale ? "Move the slider to give a score before going on." : "Choose an answer before going on.";
   }
 
   function advance() {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.schema import SIS, SITS, STS, VERIFY, item_id
+from crisscross.annotate.schema import CHOOSE, SIS, SITS, STS, VERIFY, VERIFY_TRIPLE, item_id
 
 # CxC Figures 4 (STS), 5 (SIS) and 6 (SITS): the labels along each interface's scale.
 SCALE_LABELS: dict[str, dict[int, str]] = {
@@ -51,6 +51,8 @@ SIDE_LABELS: dict[str, tuple[str, str]] = {
     SIS: ("Image 1", "Image 2"),
     SITS: ("Snippet of text", "Image"),
     VERIFY: ("Image", "Caption"),
+    CHOOSE: ("Target image", "Other image"),  # BISON §4.1: the rater knows which image the captions were written for
+    VERIFY_TRIPLE: ("Caption", "Images"),  # the two images come in a seeded order, labelled Image 1 and Image 2
 }
 
 

@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, SCORE_MAX, SCORE_MIN, TASK_TYPES, VERIFY_ANSWERS, task_type
+from crisscross.annotate.schema import (
+    ANSWER_RULES,
+    GOLD_NEGATIVE,
+    GOLD_POSITIVE,
+    NOT_GOLD,
+    SCORE_MAX,
+    SCORE_MIN,
+    TASK_TYPES,
+    task_type,
+)
 from crisscross.core.errors import InputError, UserError
 
 SCHEMA_VERSION = "1"
@@ -460,8 +469,8 @@ def check_answers(items: Sequence[TaskRow], answers: Sequence[Answer]) -> list[t
                 raise Refused(422, f"item {item.position} needs a score from {SCORE_MIN:g} to {SCORE_MAX:g}: move the slider")
             if answer.answer is not None:
                 raise Refused(422, f"item {item.position} takes a score, not an answer")
-        elif answer.answer not in VERIFY_ANSWERS or answer.score is not None:
-            raise Refused(422, f"item {item.position} needs one of the four answers")
+        elif answer.score is not None or not ANSWER_RULES[task_type(item.task_type).name].fits(answer.answer):
+            raise Refused(422, f"item {item.position} needs {ANSWER_RULES[task_type(item.task_type).name].wanted}")
         if not math.isfinite(answer.seconds) or answer.seconds < 0:
             raise Refused(422, f"item {item.position}: seconds must be a finite number >= 0")
         out.append((item, answer))

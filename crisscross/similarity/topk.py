@@ -2,23 +2,28 @@
 
 The similarity matrix of N unit rows is symmetric, so only the block pairs (i, j) with j ≥ i
 are multiplied; each block gives top-K candidates both to the rows of block i (over the columns
-of block j) and to the rows of block j (over the columns of block i, through the transpose).
+of block j) and to the rows of block j (over the columns of block i: the block's columns).
 Partial results are merged with :func:`merge_topk`, which orders by (similarity descending,
 column index ascending): a total order, so ties are broken by id (rows are sorted by id) and
 the result does not depend on the order in which block pairs finish.  Self-pairs never count.
 
-Block pairs run on a thread pool, each with single-threaded BLAS (see :func:`run_pairs`).
-Selection inside a block is one compiled pass (numba) per side: each row (or column) keeps a
-sorted list of its K best and only values above its current K-th best are inserted, so the
-pass costs about one comparison per entry, against the ~7 ns per entry that numpy's
-``argpartition`` and gathers cost (more than the matrix product itself).  Entries arrive in
-increasing id order and equal values never displace earlier ones, which is the tie rule.
-Memory: O(N·d) for the vectors plus O(B²) for one block.
+Block pairs run on a thread pool, each with single-threaded BLAS writing into a buffer the
+thread keeps (no page faults of a fresh block per pair), see :func:`run_pairs`.  Selection is one
+compiled pass (numba) over the block for its rows and its columns together: an entry is looked
+at only when it beats its row's or its column's threshold, tested a SPAN of entries at a time,
+branch-free.  A threshold is the larger of the list's own K-th best so far and the row's K-th
+best over the blocks already merged (a lower bound of its final K-th best, published by the
+merging thread; entries equal to it still get in, for the tie rule).  Diagonal pairs run first,
+so after them about K / B of each block's entries pass the test and the pass costs about two
+vectorised comparisons per entry.  Entries arrive in increasing id order and equal values never displace
+earlier ones, which is the tie rule.  Memory: O(N·d) for the vectors, O(N·K) for the lists and
+one B×B buffer per thread.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -85,45 +90,53 @@ def _insert(scores: np.ndarray, indices: np.ndarray, value: float, index: int) -
 
 
 @numba.njit(cache=True, nogil=True)
-def _rows_topk(block: np.ndarray, column_start: int, scores: np.ndarray, indices: np.ndarray) -> None:
-    k = scores.shape[1]
+def _select(
+    block: np.ndarray,
+    row_start: int,
+    column_start: int,
+    row_lower: np.ndarray,
+    column_lower: np.ndarray,
+    row_scores: np.ndarray,
+    row_indices: np.ndarray,
+    column_scores: np.ndarray,
+    column_indices: np.ndarray,
+) -> None:
+    """Top-K of every row and every column of ``block`` in one row-major pass.
+
+    Only entries above ``*_lower`` (per row / column; +inf switches that side off) or the list's
+    own K-th best are inserted; a SPAN is skipped when none of its entries beats its row's or
+    its column's threshold.
+    """
+    k = row_scores.shape[1]
     width = block.shape[1]
+    column_floor = column_lower.copy()
     for row in range(block.shape[0]):
-        floor = -np.inf  # the row's K-th best so far; only larger values get in
+        row_floor = row_lower[row]
+        entries = block[row]
         for first in range(0, width, SPAN):
-            last = min(first + SPAN, width)
-            peak = block[row, first]
-            for column in range(first + 1, last):  # a branch-free maximum: vectorised
-                peak = max(peak, block[row, column])
-            if peak <= floor:
-                continue
-            for column in range(first, last):
-                value = block[row, column]
-                if value > floor:
-                    _insert(scores[row], indices[row], value, column_start + column)
-                    floor = scores[row, k - 1]
-
-
-@numba.njit(cache=True, nogil=True)
-def _columns_topk(block: np.ndarray, row_start: int, scores: np.ndarray, indices: np.ndarray) -> None:
-    """Top-K of every column, walking rows in order inside stripes of columns."""
-    k = scores.shape[1]
-    width = block.shape[1]
-    n_stripes = (width + SPAN - 1) // SPAN
-    for s in range(n_stripes):
-        first, last = s * SPAN, min((s + 1) * SPAN, width)
-        floors = np.full(last - first, -np.inf, np.float32)  # each column's K-th best so far
-        for row in range(block.shape[0]):
+            values, floors = entries[first : first + SPAN], column_floor[first : first + SPAN]
             above = False
-            for column in range(first, last):  # branch-free test first: vectorised
-                above |= block[row, column] > floors[column - first]
+            for column in range(len(values)):  # branch-free test on 1-D slices: vectorised
+                above |= (values[column] > row_floor) | (values[column] > floors[column])
             if not above:
                 continue
-            for column in range(first, last):
-                value = block[row, column]
-                if value > floors[column - first]:
-                    _insert(scores[column], indices[column], value, row_start + row)
-                    floors[column - first] = scores[column, k - 1]
+            for column in range(first, first + len(values)):
+                value = entries[column]
+                if value > row_floor:
+                    _insert(row_scores[row], row_indices[row], value, column_start + column)
+                    row_floor = max(row_lower[row], row_scores[row, k - 1])
+                if value > column_floor[column]:
+                    _insert(column_scores[column], column_indices[column], value, row_start + row)
+                    column_floor[column] = max(column_lower[column], column_scores[column, k - 1])
+
+
+def _empty_lists(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full((n, k), -np.inf, np.float32), np.full((n, k), NO_NEIGHBOUR, np.int64)
+
+
+def _lower_bounds(floor: np.ndarray) -> np.ndarray:
+    """Thresholds that let values equal to ``floor`` in (a tie may still win on its id)."""
+    return np.nextafter(floor, np.float32(-np.inf))
 
 
 def block_topk(block: np.ndarray, start: int, k: int, *, transposed: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -134,24 +147,52 @@ def block_topk(block: np.ndarray, start: int, k: int, *, transposed: bool = Fals
     Entries to ignore (self-pairs) must already be ``-inf``.
     """
     block = np.ascontiguousarray(block, dtype=np.float32)
-    n = block.shape[1] if transposed else block.shape[0]
-    scores = np.full((n, k), -np.inf, np.float32)
-    indices = np.full((n, k), NO_NEIGHBOUR, np.int64)
+    height, width = block.shape
+    every, no_list = np.float32(-np.inf), _empty_lists(1, k)  # thresholds: -inf selects, +inf switches a side off
     if transposed:
-        _columns_topk(block, start, scores, indices)
+        lists = _empty_lists(width, k)
+        _select(block, start, start, np.full(height, np.inf, np.float32), np.full(width, every), *no_list, *lists)
     else:
-        _rows_topk(block, start, scores, indices)
-    return indices, scores
+        lists = _empty_lists(height, k)
+        _select(block, start, start, np.full(height, every), np.full(width, np.inf, np.float32), *lists, *no_list)
+    return lists[1], lists[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge(
+    a_scores: np.ndarray, a_indices: np.ndarray, b_scores: np.ndarray, b_indices: np.ndarray, scores: np.ndarray, indices: np.ndarray
+) -> None:
+    """Linear merge of two best-first lists per row under (score desc, id asc, missing last)."""
+    rows, k = scores.shape
+    for row in range(rows):
+        i = j = 0
+        for out in range(k):
+            sa, sb = a_scores[row, i], b_scores[row, j]
+            ia, ib = a_indices[row, i], b_indices[row, j]
+            key_a = ia if ia != NO_NEIGHBOUR else np.iinfo(np.int64).max
+            key_b = ib if ib != NO_NEIGHBOUR else np.iinfo(np.int64).max
+            if sa > sb or (sa == sb and key_a <= key_b):
+                scores[row, out], indices[row, out] = sa, ia
+                i += 1
+            else:
+                scores[row, out], indices[row, out] = sb, ib
+                j += 1
 
 
 def merge_topk(a: TopK, b: TopK) -> TopK:
-    """Best K of two candidate lists for the same rows (associative and commutative)."""
+    """Best K of two best-first candidate lists for the same rows (associative and commutative)."""
     if a.start != b.start or a.indices.shape != b.indices.shape:
         raise ValueError("merge_topk needs candidates for the same rows")
-    k = a.indices.shape[1]
-    indices = np.concatenate([a.indices, b.indices], axis=1)
-    scores = np.concatenate([a.scores, b.scores], axis=1)
-    return TopK(a.start, *_rank(scores, np.where(indices == NO_NEIGHBOUR, np.iinfo(np.int32).max, indices), k))
+    scores, indices = np.empty_like(a.scores, np.float32), np.empty_like(a.indices, np.int64)
+    _merge(
+        np.ascontiguousarray(a.scores, np.float32),
+        np.ascontiguousarray(a.indices, np.int64),
+        np.ascontiguousarray(b.scores, np.float32),
+        np.ascontiguousarray(b.indices, np.int64),
+        scores,
+        indices,
+    )
+    return TopK(a.start, indices, scores)
 
 
 def block_pairs(n: int, block: int) -> Iterator[tuple[int, int]]:
@@ -162,31 +203,67 @@ def block_pairs(n: int, block: int) -> Iterator[tuple[int, int]]:
             yield i, j
 
 
-def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int) -> list[TopK]:
-    """Candidates from block pair (i, j): for the rows of block i, and (if j ≠ i) of block j."""
+def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int, floor: np.ndarray, buffer: np.ndarray) -> list[TopK]:
+    """Candidates from block pair (i, j): for the rows of block i, and (if j ≠ i) of block j.
+
+    ``floor`` holds each row's K-th best over the blocks merged so far (-inf: none yet);
+    ``buffer`` has room for one block (its first |block i|·|block j| entries are overwritten).
+    """
     rows_i = slice(i * block, min((i + 1) * block, len(unit)))
     rows_j = slice(j * block, min((j + 1) * block, len(unit)))
-    similarity = unit[rows_i] @ unit[rows_j].T
+    height, width = rows_i.stop - rows_i.start, rows_j.stop - rows_j.start
+    similarity = buffer[: height * width].reshape(height, width)
+    np.matmul(unit[rows_i], unit[rows_j].T, out=similarity)
+    row_scores, row_indices = _empty_lists(height, k)
     if i == j:
         np.fill_diagonal(similarity, -np.inf)
-    out = [TopK(rows_i.start, *block_topk(similarity, rows_j.start, k))]
+        column_lower = np.full(width, np.inf, np.float32)
+        column_scores, column_indices = _empty_lists(1, k)
+    else:
+        column_lower = _lower_bounds(floor[rows_j])
+        column_scores, column_indices = _empty_lists(width, k)
+    _select(
+        similarity,
+        rows_i.start,
+        rows_j.start,
+        _lower_bounds(floor[rows_i]),
+        column_lower,
+        row_scores,
+        row_indices,
+        column_scores,
+        column_indices,
+    )
+    out = [TopK(rows_i.start, row_indices, row_scores)]
     if i != j:
-        out.append(TopK(rows_j.start, *block_topk(similarity, rows_i.start, k, transposed=True)))
+        out.append(TopK(rows_j.start, column_indices, column_scores))
     return out
 
 
-def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> Iterator[TopK]:
-    """Candidates of many block pairs, one pair per thread, each single-threaded, in pair order.
+def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> list[TopK]:
+    """Candidates of many block pairs, one pair per thread, each single-threaded, merged per row
+    block (ordered by first row); pairs are taken in the given order.
 
     Single-threaded matrix products are what make the output independent of the runner: a
     multi-threaded BLAS may round a dot product differently from a single-threaded one, and
     near-equal similarities would then swap.  Threads over pairs use the cores instead, without
     BLAS and selection threads spinning against each other.  Pairs are submitted a few at a
-    time, so only a few blocks' candidates wait in memory for the caller to merge them.
+    time; this thread merges what they return and publishes every row's K-th best so far, the
+    threshold later pairs select against (see the module docstring).
     """
+    local = threading.local()
+    floor = np.full(len(unit), -np.inf, np.float32)
+    best: dict[int, TopK] = {}
 
     def one(pair: tuple[int, int]) -> list[TopK]:
-        return pair_topk(unit, *pair, block, k)
+        if not hasattr(local, "buffer"):
+            local.buffer = np.empty(block * block, np.float32)
+        return pair_topk(unit, *pair, block, k, floor, local.buffer)
+
+    def merge(parts: list[TopK]) -> None:
+        for part in parts:
+            merged = merge_topk(best[part.start], part) if part.start in best else part
+            best[part.start] = merged
+            floor[part.start : part.start + len(merged.scores)] = merged.scores[:, k - 1]
 
     threads = max(1, threads)
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
@@ -194,9 +271,10 @@ def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k:
         for pair in pairs:
             pending.append(pool.submit(one, pair))
             if len(pending) > 2 * threads:
-                yield from pending.popleft().result()
+                merge(pending.popleft().result())
         while pending:
-            yield from pending.popleft().result()
+            merge(pending.popleft().result())
+    return [best[start] for start in sorted(best)]
 
 
 def choose_block(n: int, largest: int) -> int:
@@ -208,13 +286,12 @@ def choose_block(n: int, largest: int) -> int:
 
 def exact_topk(unit: np.ndarray, k: int, block: int = 4096, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """In-process exact top-K of every row of ``unit`` (unit rows, float32): (indices, scores);
-    ``block`` is the largest block (see :func:`choose_block`)."""
+    ``block`` is the largest block (see :func:`choose_block`).  Diagonal pairs first: they give
+    every row a threshold before the off-diagonal ones run."""
     unit = np.ascontiguousarray(unit, dtype=np.float32)
     block = choose_block(len(unit), block)
-    best: dict[int, TopK] = {}
-    for part in run_pairs(unit, list(block_pairs(len(unit), block)), block, k, threads or os.cpu_count() or 1):
-        best[part.start] = merge_topk(best[part.start], part) if part.start in best else part
-    if not best:
+    pairs = sorted(block_pairs(len(unit), block), key=lambda pair: (pair[1] - pair[0], pair[0]))
+    parts = run_pairs(unit, pairs, block, k, threads or os.cpu_count() or 1)
+    if not parts:
         return np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)
-    ordered = [best[s] for s in sorted(best)]
-    return np.concatenate([t.indices for t in ordered]), np.concatenate([t.scores for t in ordered])
+    return np.concatenate([t.indices for t in parts]), np.concatenate([t.scores for t in parts])

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crisscross.embed.sets import EmbeddingSet, cocaption_mean, encoder_slug, row_problem
+from crisscross.embed.sets import EmbeddingSet, cocaption_mean, cocaption_means, encoder_slug, row_problem
 
 
 def test_cocaption_mean_weights_captions_equally_and_ignores_order():
@@ -48,3 +48,18 @@ def test_encoder_slug():
     slug = encoder_slug("precomputed:/data/clip vectors.npz")
     assert slug.startswith("precomputed-clip-vectors-") and len(slug) == len("precomputed-clip-vectors-") + 8
     assert encoder_slug("tfhub:/a/model") != encoder_slug("tfhub:/b/model")
+
+
+def test_cocaption_means_are_byte_identical_to_one_image_at_a_time_whatever_the_row_order():
+    rng = np.random.default_rng(3)
+    captions = {f"coco:img:{i}": [f"coco:cap:{i}{j}" for j in range(k)] for i, k in ((7, 5), (3, 9), (12, 1), (5, 6))}
+    caption_ids = [c for members in captions.values() for c in members]
+    image_ids = [image for image, members in captions.items() for _ in members]
+    vectors = rng.normal(size=(len(caption_ids), 16)).astype(np.float32)
+    shuffled = rng.permutation(len(caption_ids))
+    images, means = cocaption_means([caption_ids[r] for r in shuffled], [image_ids[r] for r in shuffled], vectors[shuffled])
+    assert images == sorted(captions) and means.dtype == np.float32 and means.shape == (4, 16)
+    for image, mean in zip(images, means, strict=True):
+        rows = [r for r, owner in enumerate(image_ids) if owner == image]
+        assert mean.tobytes() == cocaption_mean([caption_ids[r] for r in rows], vectors[rows]).tobytes()
+    assert cocaption_means([], [], np.zeros((0, 16), np.float32))[1].shape == (0, 16)

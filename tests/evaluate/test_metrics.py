@@ -197,6 +197,29 @@ def test_ranks_and_metrics_match_per_query_reference(seed, tied, with_self, monk
     assert out["queries"] == len(present) and out["queries_without_positive"] == n_missing
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_compiled_rank_pass_matches_reference_across_spans_and_dtypes(dtype):
+    """Rows wider than the pass's SPAN (and not a multiple of it), heavy ties, self excluded,
+    many positives per query (worst positive far down), in every dtype a score matrix comes in."""
+    rng = np.random.default_rng(11)
+    n_q, n_g = 40, 3 * metrics.SPAN + 17
+    scores = rng.integers(-3, 4, (n_q, n_g)).astype(dtype)
+    mask = rng.random((n_q, n_g)) < rng.uniform(0.0, 0.5, (n_q, 1))
+    excl = rng.integers(-1, n_g, n_q)
+    mask[np.arange(n_q)[excl >= 0], excl[excl >= 0]] = False
+    ranked = ranks_of_positives(scores, mask, exclude_self=excl)
+    ref = reference_ranks(scores, mask, excl)
+    np.testing.assert_array_equal(ranked.counts, [len(r) for r in ref])
+    np.testing.assert_array_equal(ranked.ranks, np.concatenate(ref))
+
+
+def test_nan_is_refused_even_in_a_row_without_positives():
+    scores = np.zeros((3, 2 * metrics.SPAN + 5), np.float32)
+    scores[2, metrics.SPAN + 3] = np.nan
+    with pytest.raises(ValueError, match=r"scores contain NaN \(first in query rows \[2\]\)"):
+        ranks_of_positives(scores, Positives.from_lists([[0], [1], []]))
+
+
 # --------------------------------------------------------------------------- PMRP
 
 

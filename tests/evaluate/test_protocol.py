@@ -94,6 +94,18 @@ def test_retrieval_in_blocks_matches_the_per_query_reference(task, monkeypatch):
     assert got["queries_without_positive"] == (20 if task == "i2i" else 0)
 
 
+def test_score_blocks_reuse_one_buffer_and_equal_block_scores():
+    gallery, model, _ = synthetic()
+    images, captions = gallery.ids(IMAGE_KIND), gallery.ids(CAPTION_KIND)
+    whole = model.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)(0, len(images))
+    seen = []
+    for lo, hi, scores in model.score_blocks(IMAGE_KIND, images, CAPTION_KIND, captions, 7):
+        np.testing.assert_array_equal(scores, whole[lo:hi])  # bit for bit: the same BLAS call per block
+        seen.append((lo, hi, scores.__array_interface__["data"][0]))
+    assert [(lo, hi) for lo, hi, _ in seen] == [(lo, min(lo + 7, len(images))) for lo in range(0, len(images), 7)]
+    assert len({address for _, _, address in seen}) == 1
+
+
 def test_recall_curve_is_cumulative_r_at_k():
     first = np.array([1, 3, 0, 2, 60])
     curve = recall_curve(first, 5)

@@ -33,13 +33,15 @@ STAGES = (
 )
 # the same commands with --round sits / --round verify
 ROUND_STAGES = tuple(f"{stage}_{round_}" for round_ in ("sits", "verify") for stage in ("tasks", "annotate", "aggregate"))
+# stages of workflows/bison/dvc.yaml and workflows/entities/dvc.yaml, not of the root dvc.yaml
+WORKFLOW_STAGES = ("decoys", "bison", "mentions", "coref", "boxes", "localize")
 
 
 def test_help_lists_every_stage(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "crisscross <stage> --in PATH --out DIR" in out
-    for stage in (*STAGES, "serve"):
+    for stage in (*STAGES, "serve", *WORKFLOW_STAGES):
         assert f"  {stage} " in out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_topk, block_topk_dense, exact_topk, merge_topk
+from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, block_topk, block_topk_dense, exact_topk, merge_topk, run_pairs
 
 
 def unit_rows(n: int, d: int, seed: int) -> np.ndarray:
@@ -48,6 +48,39 @@ def test_equal_similarities_are_ranked_by_id():
     assert keys == sorted(keys)
 
 
+def tied_unit_rows(n: int, seed: int) -> np.ndarray:
+    """Rows with four entries 0.5 in eight dimensions: every dot product is a multiple of 0.25,
+    exact in any summation order, so ties are exact across blocks too (70 distinct rows)."""
+    rng = np.random.default_rng(seed)
+    unit = np.zeros((n, 8), np.float32)
+    for row in range(n):
+        unit[row, rng.choice(8, 4, replace=False)] = 0.5
+    return unit
+
+
+@pytest.mark.parametrize(("n", "block", "k"), [(700, 128, 25), (333, 64, 40)])
+def test_thresholds_across_blocks_keep_exact_ties_by_id(n: int, block: int, k: int):
+    """Each row has hundreds of exact ties for its K-th place: the thresholds carried from the
+    merged blocks must still let an equal value with a smaller id in."""
+    unit = tied_unit_rows(n, seed=n)
+    idx, scores = exact_topk(unit, k, block)
+    ref_idx, ref_scores = dense_reference(unit, k)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_array_equal(scores, ref_scores)
+
+
+def test_any_pair_order_gives_the_same_lists():
+    unit = tied_unit_rows(500, seed=1)
+    pairs = list(block_pairs(len(unit), 96))
+    shuffled = [pairs[i] for i in np.random.default_rng(0).permutation(len(pairs))]
+    for threads in (1, 3):
+        a, b = run_pairs(unit, pairs, 96, 10, threads), run_pairs(unit, shuffled, 96, 10, threads)
+        assert [t.start for t in a] == [t.start for t in b] == list(range(0, 500, 96))
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x.indices, y.indices)
+            np.testing.assert_array_equal(x.scores, y.scores)
+
+
 def test_compiled_selection_equals_sorting_including_ties():
     rng = np.random.default_rng(0)
     block = rng.standard_normal((300, 5000)).astype(np.float32)
@@ -74,6 +107,9 @@ def test_merge_is_order_free_and_keeps_the_best():
     np.testing.assert_array_equal(ab.scores, np.array([[0.9, 0.9, 0.6]], np.float32))
     with pytest.raises(ValueError):
         merge_topk(a, TopK(3, b.indices, b.scores))
+    short = TopK(0, np.array([[5, NO_NEIGHBOUR, NO_NEIGHBOUR]]), np.array([[0.2, -np.inf, -np.inf]], np.float32))
+    both = merge_topk(short, a)  # missing entries stay last on both sides
+    assert both.indices.tolist() == [[4, 9, 5]]
 
 
 def test_faiss_hnsw_backend_finds_nearly_all_exact_neighbours(tmp_path):

@@ -1,8 +1,9 @@
 """What every encoder is: a named, versioned function from a batch of items to float32 rows.
 
 Encoders are built cheaply by name (``ENCODERS.create("use-m3")``) and load their weights in
-:meth:`Encoder.load`, which a Beam ``DoFn`` calls once per worker in ``setup``.  Inference is
-batched: :meth:`Encoder.encode` takes a whole batch.
+:meth:`Encoder.load`, which a Beam ``DoFn`` calls once per worker process in ``setup``.  Pipeline
+construction only calls :meth:`Encoder.prepare`, which for models with a known width loads
+nothing.  Inference is batched: :meth:`Encoder.encode` takes a whole batch.
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ class Encoder(ABC):
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.threads: int | None = None
+
+    def use_threads(self, threads: int) -> None:
+        """Before :meth:`load`: the CPU threads inference may use (this worker process's share of
+        the machine).  Process-wide pools (BLAS, torch) are set by the caller; encoders with a
+        pool of their own (``use-m3``) read it in ``load``."""
+        self.threads = threads
+
+    def prepare(self) -> None:
+        """Make ``dim`` and :meth:`bind` usable: what pipeline construction needs, in the main
+        process, where no item is encoded.  Loads the weights unless a subclass knows better."""
+        self.load()
 
     @property
     @abstractmethod

@@ -58,6 +58,9 @@ class EfficientNetLite0Encoder(Encoder):
     def dim(self) -> int:
         return 1280
 
+    def prepare(self) -> None:
+        """The width is fixed: nothing to load (and torch need not be imported)."""
+
     def load(self) -> None:
         if self._model is not None:
             return

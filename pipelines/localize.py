@@ -1,0 +1,112 @@
+"""``crisscross localize``: phrase localization against the boxes (Flickr30k Entities §3.2).
+
+``--in`` is a boxes output, ``--mentions`` the mentions output, ``--items`` the ingest output.
+Proposals come from ``--proposals FILE`` (``localize.proposals: file``; the JSON-lines format of
+:mod:`crisscross.entities.localize`) or a simulated model (``simulate``).  Writes metrics.json
+(per type and overall: instances, R@1, R@K, AP), metrics.csv, quarantine.parquet, report.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import apache_beam as beam
+
+from crisscross.beam.localize import LocalizePhrases
+from crisscross.core import io
+from crisscross.core.errors import InputError, ParamError
+from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.core.registry import Registry
+from crisscross.entities.localize import LocalizeSettings, read_proposals
+from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+
+STAGE = "localize"
+DESCRIPTION = "Evaluate phrase localization (R@1, R@K at IoU 0.5, AP per phrase type) from scored box proposals."
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mentions", required=True, help="the mentions output (mentions.parquet)")
+    parser.add_argument("--items", required=True, help="the ingest output (images.parquet with sizes)")
+    parser.add_argument("--proposals", default=None, help="proposals JSON lines (localize.proposals: file)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args(STAGE, DESCRIPTION, argv, LocalizeSettings, add_flags)
+    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+PROPOSALS: Registry[tuple[beam.PCollection | None, beam.PCollection]] = Registry("proposal source")  # localize.proposals
+
+
+@PROPOSALS.register("simulate")
+def _simulated(pipeline: beam.Pipeline, stage: StageArgs) -> tuple[None, beam.PCollection]:
+    """No proposals here: the composite simulates them per phrase."""
+    return None, pipeline | "NoRejects" >> beam.Create([])
+
+
+@PROPOSALS.register("file")
+def _from_file(pipeline: beam.Pipeline, stage: StageArgs) -> tuple[beam.PCollection, beam.PCollection]:
+    """``--proposals``: one dict of the file's proposals, and its malformed lines."""
+    path = stage.flags.proposals
+    if not path:
+        raise ParamError("localize.proposals is file: give --proposals PATH")
+    if not io.exists(path):
+        raise InputError(f"no proposals file {path}")
+    parsed = (
+        pipeline
+        | "ProposalFile" >> beam.Create([path])
+        | "ReadProposals" >> beam.FlatMap(lambda p: list(read_proposals(io.read_bytes(p), p)))
+    )
+    rejected = parsed | "BadProposals" >> beam.Filter(lambda x: isinstance(x, Rejected))
+    given = (
+        parsed
+        | "Proposals" >> beam.Filter(lambda x: not isinstance(x, Rejected))
+        | "ProposalList" >> beam.combiners.ToList()
+        | "ProposalDict" >> beam.Map(dict)
+    )
+    return given, rejected
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    settings: LocalizeSettings = stage.settings
+    paths = {
+        "chains": require(io.join(stage.inputs, "chains.parquet"), "boxes"),
+        "boxes": require(io.join(stage.inputs, "boxes.parquet"), "boxes"),
+        "mentions": require(io.join(stage.flags.mentions, "mentions.parquet"), "mentions"),
+        "images": require(io.join(stage.flags.items, "images.parquet"), "ingest"),
+    }
+    given, rejected = PROPOSALS.create(settings.proposals, pipeline=pipeline, stage=stage)
+    metrics, unknown = pipeline | "Localize" >> LocalizePhrases(paths, settings, int(stage.base.get("seed", 0)), given)
+    metrics | "Write" >> beam.Map(write_metrics, out, settings.k)
+    write_quarantine((rejected, unknown), out)
+
+    def finish(result: Any) -> dict[str, Any]:
+        return report(out, stage)
+
+    return finish
+
+
+def write_metrics(metrics: dict[str, dict[str, float]], out: str, k: int) -> None:
+    io.write_json(io.join(out, "metrics.json"), metrics)
+    header = ["type", "instances", "r_at_1", f"r_at_{k}", "ap"]
+    rows = [
+        [kind, m["instances"], round(m["r_at_1"], 2), round(m[f"r_at_{k}"], 2), round(m.get("ap", m.get("mean_ap", 0.0)), 2)]
+        for kind, m in metrics.items()
+    ]
+    io.write_bytes(io.join(out, "metrics.csv"), io.csv_bytes(header, rows))
+
+
+def report(out: str, stage: StageArgs) -> dict[str, Any]:
+    metrics = json.loads(io.read_bytes(io.join(out, "metrics.json")))
+    quarantine = read_quarantine(out)
+    k = stage.settings.k
+    overall = metrics.get("overall", {"instances": 0, "r_at_1": 0.0, f"r_at_{k}": 0.0, "mean_ap": 0.0})
+    summary = {
+        "phrases": f"{overall['instances']:,} with boxes ({stage.settings.proposals} proposals)",
+        "overall": f"R@1 {overall['r_at_1']:.1f}, R@{k} {overall[f'r_at_{k}']:.1f}, mean AP {overall['mean_ap']:.1f}",
+        "AP by type": ", ".join(f"{kind} {m['ap']:.1f}" for kind, m in metrics.items() if kind != "overall"),
+        "rejected": f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}",
+    }
+    return {"metrics": metrics, "rejected": count_reasons(quarantine), "summary": summary}

@@ -1,0 +1,124 @@
+"""The embed composite's pieces: batches formed from Arrow tables the same way however the input is
+split, models shared per process, thread shares, and EmbedItems with TestPipeline on real captions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils.shared import Shared
+
+from crisscross.beam.embed import (
+    Batch,
+    EmbedItems,
+    batches_of,
+    bucket_of,
+    buckets_of,
+    default_threads,
+    items_of,
+    shared_model,
+    split_by_bucket,
+)
+from crisscross.embed.encoders import IMAGE, TEXT, TEXT_ENCODERS
+from crisscross.embed.sets import EmbeddingSet, cocaption_means, set_dir
+from crisscross.ingest.records import PIXELS_OK
+from crisscross.pipelines.embed import worker_processes
+
+
+@pytest.fixture(scope="module")
+def caption_table(shared_data: Path) -> pa.Table:
+    """The first 300 real Karpathy-test captions (60 images) as the ingested captions table's columns."""
+    lines = (shared_data / "coco-karpathy" / "test5k.jsonl").read_text().splitlines()[:300]
+    rows = [json.loads(line) for line in lines]
+    return pa.table(
+        {
+            "caption_id": [f"coco:cap:{r['caption_id']}" for r in rows],
+            "text": [r["caption_tok"] for r in rows],
+            "image_id": [f"coco:img:{r['image_id']}" for r in rows],
+        }
+    )
+
+
+def test_buckets_are_crc32_of_the_id():
+    ids = ["coco:cap:1", "coco:cap:2", "coco:cap:770337"]
+    assert buckets_of(ids, 7).tolist() == [bucket_of(i, 7) for i in ids]
+    assert bucket_of("coco:cap:1", 7) == 6  # zlib.crc32(b"coco:cap:1") % 7, the same in every process
+
+
+def test_batches_do_not_depend_on_how_the_input_is_split(caption_table: pa.Table):
+    items, _ = items_of(caption_table, TEXT, needs_payload=True)
+    whole = [batch for _, table in split_by_bucket(items, 3) for batch in batches_of([table], 32)]
+    shuffled = items.take(np.random.default_rng(0).permutation(len(items)))
+    parts: dict[int, list[pa.Table]] = {}
+    for start in range(0, len(shuffled), 70):  # five "row groups", each split by bucket
+        for bucket, table in split_by_bucket(shuffled.slice(start, 70), 3):
+            parts.setdefault(bucket, []).append(table)
+    assert [batch for bucket in sorted(parts) for batch in batches_of(parts[bucket], 32)] == whole
+    for bucket, table in split_by_bucket(items, 3):
+        batches = batches_of([table], 32)
+        ids = [i for batch in batches for i in batch.ids]
+        assert ids == sorted(table["id"].to_pylist()) and {bucket_of(i, 3) for i in ids} == {bucket}
+        assert [len(b.ids) for b in batches[:-1]] == [32] * (len(batches) - 1) and 0 < len(batches[-1].ids) <= 32
+    rows = {r["caption_id"]: (r["text"], r["image_id"]) for r in caption_table.to_pylist()}
+    assert all(isinstance(b, Batch) and rows[i] == (p, g) for b in whole for i, p, g in zip(b.ids, b.payloads, b.groups, strict=True))
+    assert sum(len(b.ids) for b in whole) == 300
+
+
+def test_images_without_pixels_are_listed_for_encoders_that_need_them():
+    images = pa.table(
+        {
+            "image_id": ["coco:img:1", "coco:img:2", "coco:img:3"],
+            "path": ["/p/1.jpg", None, "/p/3.jpg"],
+            "pixels": [PIXELS_OK, "missing", PIXELS_OK],
+        }
+    )
+    items, no_pixels = items_of(images, IMAGE, needs_payload=True)
+    assert items.to_pylist() == [
+        {"id": "coco:img:1", "payload": "/p/1.jpg", "group": "coco:img:1"},
+        {"id": "coco:img:3", "payload": "/p/3.jpg", "group": "coco:img:3"},
+    ]
+    assert no_pixels == ["coco:img:2"]
+    items, no_pixels = items_of(images, IMAGE, needs_payload=False)
+    assert items["id"].to_pylist() == ["coco:img:1", "coco:img:2", "coco:img:3"] and set(items["payload"].to_pylist()) == {""}
+    assert no_pixels == []
+
+
+def test_models_are_shared_per_process_and_threads_set_per_worker_share(monkeypatch: pytest.MonkeyPatch):
+    handle = Shared()
+    first = shared_model(handle, "bow-glove50", TEXT, 1)
+    assert shared_model(handle, "bow-glove50", TEXT, 1) is first and first.encoder.threads == 1
+    assert shared_model(Shared(), "bow-glove50", TEXT, 1) is not first  # another pipeline step loads its own
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert (default_threads(1), default_threads(2), default_threads(3), default_threads(16)) == (8, 4, 2, 1)
+    assert worker_processes([]) == 1
+    assert worker_processes(["--direct_num_workers=2"]) == 1  # threads in one process share its pools
+    assert worker_processes(["--direct_num_workers=3", "--direct_running_mode=multi_processing"]) == 3
+    assert worker_processes(["--direct_num_workers=0", "--direct_running_mode=multi_processing"]) == 8
+
+
+def test_embed_items_writes_the_direct_vectors_and_their_cocaption_means(caption_table: pa.Table, tmp_path: Path):
+    encoder = TEXT_ENCODERS.create("bow-glove50")
+    encoder.prepare()
+    meta = {"encoder": "bow-glove50", "version": encoder.version, "modality": TEXT, "dim": 50, "needs_payload": True}
+    meta |= {"items": 300, "encodable": 300}
+    tables = [caption_table.slice(start, 100) for start in (0, 100, 200)]
+    with TestPipeline() as pipeline:
+        outputs = pipeline | beam.Create(tables, reshuffle=False) | EmbedItems("bow-glove50", TEXT, str(tmp_path), meta, [], str, 16)
+        assert_that(outputs.rejected, equal_to([]), label="NoRejects")
+        assert_that(outputs.skipped, equal_to([]), label="NoneSkipped")
+    written = EmbeddingSet.read(set_dir(str(tmp_path), TEXT, "bow-glove50", "captions"))
+    order = np.argsort(caption_table["caption_id"].to_pylist())
+    direct = encoder.encode(caption_table["caption_id"].to_pylist(), caption_table["text"].to_pylist())
+    assert written.ids == sorted(caption_table["caption_id"].to_pylist())
+    assert np.asarray(written.vectors).tobytes() == direct[order].tobytes()
+    means = EmbeddingSet.read(set_dir(str(tmp_path), TEXT, "bow-glove50", "cocaption_mean"))
+    images, expected = cocaption_means(caption_table["caption_id"].to_pylist(), caption_table["image_id"].to_pylist(), direct)
+    assert means.ids == images and len(images) == 60
+    assert np.asarray(means.vectors).tobytes() == expected.tobytes()
+    assert means.meta["kind"] == "cocaption_mean" and written.meta["count"] == 300
