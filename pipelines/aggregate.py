@@ -123,7 +123,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {io.join(stage.out, 'quarantine.parquet')}"
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
-    summary["outputs"] = f"rated.parquet, {{sts,sis,sits,verify}}.csv, raters.csv, score_distribution.png, item_std.png in {stage.out}"
+    tables = [f"{kind.lower()}.csv" for kind in sorted(facts) if kind in (*RATING_TYPES, VERIFY)]  # BISON rounds have none
+    summary["outputs"] = f"rated.parquet, {', '.join([*tables, 'raters.csv'])}, score_distribution.png, item_std.png in {stage.out}"
     return {
         "task_types": facts,
         "excluded_raters": len(excluded),
