@@ -16,7 +16,7 @@ from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.ingest.readers import READERS
-from crisscross.ingest.records import captions_table, images_table
+from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
 from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, run_stage, write_quarantine
 
@@ -45,11 +45,15 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     reader = READERS.create(stage.params["reader"], **stage.params["reader_options"])
     images_dir = stage.flags.images or None
     outputs = pipeline | "Ingest" >> IngestItems(reader, stage.inputs, images_dir, stage.params["max_text_length"])
-    paths = {name: io.join(out, f"{name}.parquet") for name in ("images", "captions")}
-    gather("GatherImages", outputs.images) | "WriteImages" >> beam.Map(lambda rows: io.write_parquet(paths["images"], images_table(rows)))
-    gather("GatherCaptions", outputs.captions) | "WriteCaptions" >> beam.Map(
-        lambda rows: io.write_parquet(paths["captions"], captions_table(rows))
-    )
+    for name, batches, to_table, schema in (
+        ("images", outputs.images, images_table, IMAGES_SCHEMA),
+        ("captions", outputs.captions, captions_table, CAPTIONS_SCHEMA),
+    ):
+        path = io.join(out, f"{name}.parquet")
+        tables = batches | f"{name.title()}Tables" >> beam.Map(to_table)
+        gather(f"Gather{name.title()}", tables) | f"Write{name.title()}" >> beam.Map(
+            lambda parts, path=path, schema=schema: io.write_parquet(path, sorted_by_id(parts, schema))
+        )
     write_quarantine(outputs.rejected, out)
 
     def finish(result: Any) -> dict[str, Any]:

@@ -83,6 +83,8 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
     empty_image_spaces = [s for s in c2c if coverage[s]["images"] == 0]
     if not counts[C2C_ISIM] and empty_image_spaces:
         summary[C2C_ISIM] += f" (S^V is empty in {', '.join(empty_image_spaces)}: no image has pixels there)"
+    if not c2c:
+        summary[C2C_ISIM] += " (sample.c2c_image_encoders is empty: no image space to draw from)"
     if not counts[C2C_COCAPTION]:
         summary[C2C_COCAPTION] += f" (the quota is sample.cocaption_ratio × the {counts[C2C_ISIM]} c2c_isim pairs)"
     for space, facts in coverage.items():

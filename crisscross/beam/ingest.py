@@ -1,21 +1,26 @@
 """The ingest composite: source file → validated images, captions, and a quarantine.
 
-Steps (each labelled): read with the named reader → split by record type → check caption text
-(and length) and image paths (confined to the images folder) → keep the first of duplicate ids
-→ join captions to their images (unknown images, images without captions) → look up image
-files.  Every rejected record leaves through the ``rejected`` output; nothing is dropped.  An
-image refused for its path is refused before the join, so its captions are rejected as
-``unknown-image``, like the captions of any image the source did not give usably.
+Steps (each labelled): read with the named reader → check caption text (and length) and image
+paths (confined to the images folder) → keep the first of duplicate caption ids → join captions
+to their images, keeping the first of duplicate image ids (unknown images, images without
+captions) → look up image files.  Every rejected record leaves through the ``rejected`` output;
+nothing is dropped.  An image refused for its path is refused before the join, so its captions
+are rejected as ``unknown-image``, like the captions of any image the source did not give usably.
+
+Elements are batches of records, and the two shuffles move per-shard batches (``common.by_shard``:
+records keyed by a stable hash of the id the step groups on), so a collection the size of all of MS-COCO costs a few
+thousand Beam elements rather than a few million; the library functions see one shard at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from crisscross.beam.common import REJECTED, route
+from crisscross.beam.common import REJECTED, by_shard, route
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.records import CaptionRecord, ImageRecord
 from crisscross.ingest.validate import (
@@ -23,87 +28,103 @@ from crisscross.ingest.validate import (
     check_caption_text,
     check_image_file,
     check_image_path,
-    first_of_duplicates,
-    join_image_and_captions,
+    first_of_each,
+    join_all,
 )
 
 STAGE = "ingest"
+BATCH = 8192  # records per element as read
+LOG = logging.getLogger(__name__)
 
 
 class IngestOutputs(NamedTuple):
-    images: beam.PCollection  # (ImageRecord, number of kept captions)
-    captions: beam.PCollection  # CaptionRecord
+    images: beam.PCollection  # lists of (ImageRecord, number of kept captions)
+    captions: beam.PCollection  # lists of CaptionRecord
     rejected: beam.PCollection  # Rejected
 
 
-def _by_type(record: ImageRecord | CaptionRecord | Rejected) -> Any:
-    if isinstance(record, ImageRecord):
-        return beam.pvalue.TaggedOutput("images", record)
-    return record  # captions stay on the main output, rejects are routed
+def _batches(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
+    """The reader's records in lists of ``size``, logging the count every ten lists."""
+    batch: list[Any] = []
+    read = 0
+    for record in reader.read(path):
+        batch.append(record)
+        if len(batch) == size:
+            read += len(batch)
+            if read % (10 * size) == 0:
+                LOG.info("ingest: %d records read from %s", read, path)
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
-def _keep_first(keyed: tuple[str, Iterable[Any]]) -> list[Any]:
-    kept, rejected = first_of_duplicates(*keyed)
-    return [kept, *rejected]
+def _check(batch: list[Any], images_dir: str | None, max_text_length: int) -> Iterator[Any]:
+    """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), checked
+    images by image-id shard (tag ``images``)."""
+    captions, images = [], []
+    for record in batch:
+        if isinstance(record, CaptionRecord):
+            record = check_caption_text(record, max_text_length)
+        elif isinstance(record, ImageRecord):
+            record = check_image_path(record, images_dir)
+        if isinstance(record, Rejected):
+            yield record
+        else:
+            (images if isinstance(record, ImageRecord) else captions).append(record)
+    for keyed in by_shard(captions, lambda c: c.caption_id):
+        yield beam.pvalue.TaggedOutput("captions", keyed)
+    for keyed in by_shard(images, lambda i: i.image_id):
+        yield beam.pvalue.TaggedOutput("images", keyed)
 
 
-def _join(keyed: tuple[str, dict[str, list[Any]]]) -> list[Any]:
-    image_id, grouped = keyed
-    image, captions, rejected = join_image_and_captions(image_id, list(grouped["images"]), list(grouped["captions"]))
-    out: list[Any] = list(rejected)
-    if image is not None:
-        out.append(beam.pvalue.TaggedOutput("images", (image, len(captions))))
-        out.extend(captions)
-    return out
+def _first_captions(keyed: tuple[int, Iterable[list[CaptionRecord]]]) -> Iterator[Any]:
+    """One caption-id shard: the first of each id, keyed by image-id shard for the join."""
+    kept, rejected = first_of_each((c for batch in keyed[1] for c in batch), lambda c: c.caption_id)
+    yield from rejected
+    yield from by_shard(kept, lambda c: c.image_id)
 
 
-def _check_file(pair: tuple[ImageRecord, int], images_dir: str | None) -> tuple[ImageRecord, int]:
-    image, n_captions = pair
-    return check_image_file(image, images_dir), n_captions
+def _join(keyed: tuple[int, dict[str, Iterable[list[Any]]]]) -> Iterator[Any]:
+    """One image-id shard: its images (first of each id) with their captions, as one batch each."""
+    grouped = keyed[1]
+    images, captions, rejected = join_all(
+        (i for batch in grouped["images"] for i in batch), (c for batch in grouped["captions"] for c in batch)
+    )
+    yield from rejected
+    if images:
+        yield beam.pvalue.TaggedOutput("images", images)
+        yield captions
+
+
+def _check_files(images: list[tuple[ImageRecord, int]], images_dir: str | None) -> list[tuple[ImageRecord, int]]:
+    return [(check_image_file(image, images_dir), n_captions) for image, n_captions in images]
 
 
 class IngestItems(beam.PTransform):
     """Read ``path`` with ``reader`` and validate; ``images_dir`` (optional) holds the image files;
-    captions longer than ``max_text_length`` characters are rejected."""
+    captions longer than ``max_text_length`` characters are rejected; ``batch`` records per element."""
 
-    def __init__(self, reader: Any, path: str, images_dir: str | None, max_text_length: int = DEFAULT_MAX_TEXT_LENGTH) -> None:
+    def __init__(
+        self, reader: Any, path: str, images_dir: str | None, max_text_length: int = DEFAULT_MAX_TEXT_LENGTH, batch: int = BATCH
+    ) -> None:
         super().__init__()
+        self._batch = batch
         self._reader = reader
         self._path = path
         self._images_dir = images_dir
         self._max_text_length = max_text_length
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> IngestOutputs:
-        records = pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(self._reader.read)
-        typed = route("SplitByType", records, STAGE, _by_type, tags=("images",))
-        captions, bad_text = route("CheckText", typed.kept, STAGE, check_caption_text, args=(self._max_text_length,))
-        images, bad_paths = route("CheckPaths", typed.images, STAGE, check_image_path, args=(self._images_dir,))
-        images, image_duplicates = route(
-            "DedupImages",
-            images | "KeyImages" >> beam.Map(lambda r: (r.image_id, r)) | "GroupImages" >> beam.GroupByKey(),
-            STAGE,
-            _keep_first,
-            many=True,
+        batches = pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_batches, self._reader, self._batch)
+        checked = route(
+            "Check", batches, STAGE, _check, args=(self._images_dir, self._max_text_length), many=True, tags=("captions", "images")
         )
         captions, caption_duplicates = route(
-            "DedupCaptions",
-            captions | "KeyCaptions" >> beam.Map(lambda r: (r.caption_id, r)) | "GroupCaptions" >> beam.GroupByKey(),
-            STAGE,
-            _keep_first,
-            many=True,
+            "FirstOfCaptionIds", checked.captions | "GroupCaptionShards" >> beam.GroupByKey(), STAGE, _first_captions, many=True
         )
-        joined = {
-            "images": images | "ImagesByImage" >> beam.Map(lambda r: (r.image_id, r)),
-            "captions": captions | "CaptionsByImage" >> beam.Map(lambda r: (r.image_id, r)),
-        } | "Join" >> beam.CoGroupByKey()
-        joined = route("RouteJoined", joined, STAGE, _join, many=True, tags=("images",))
-        checked = joined.images | "SpreadFileChecks" >> beam.Reshuffle() | "CheckFiles" >> beam.Map(_check_file, self._images_dir)
-        rejected = (
-            typed[REJECTED],
-            bad_text,
-            bad_paths,
-            image_duplicates,
-            caption_duplicates,
-            joined[REJECTED],
-        ) | "AllRejected" >> beam.Flatten()
-        return IngestOutputs(images=checked, captions=joined.kept, rejected=rejected)
+        joined = {"images": checked.images, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
+        joined = route("Join", joined, STAGE, _join, many=True, tags=("images",))
+        images = joined.images | "SpreadFileChecks" >> beam.Reshuffle() | "CheckFiles" >> beam.Map(_check_files, self._images_dir)
+        rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED]) | "AllRejected" >> beam.Flatten()
+        return IngestOutputs(images=images, captions=joined.kept, rejected=rejected)

@@ -1,20 +1,24 @@
 """The sample composite: neighbour tables + captions → CxC intramodal candidates, with provenance.
 
 Neighbour rows become (unordered pair, evidence); grouping by pair unites what several encoders
-and both ends of a pair found.  Caption draws read the captions of each image from a side input
-keyed by image; the co-caption quota reads the ``c2c_isim`` count as a singleton side input.
+and both ends of a pair found.  Tables are read as Arrow row groups, pairs are shuffled in
+per-shard lists (``common.by_shard``) and candidates travel as lists, so all of COCO's ~3M
+neighbour rows per space cost a few thousand Beam elements.  Caption draws read the captions of
+each image from ``captions.parquet`` once per worker process; the co-caption quota reads the
+``c2c_isim`` count as a singleton side input.
 Finally all candidates meet in one place for the constraint check (self pairs, duplicates in
 either order, pairs in two methods), whose rejects are routed to the quarantine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from crisscross.beam.common import REJECTED, route
+from crisscross.beam.common import REJECTED, by_shard, route
 from crisscross.candidates.cxc import (
     C2C_ISIM,
     I2I_CSIM,
@@ -24,6 +28,8 @@ from crisscross.candidates.cxc import (
     image_pair,
     neighbour_pairs,
 )
+from crisscross.core import io
+from crisscross.core.quarantine import Rejected
 
 STAGE = "sample"
 
@@ -34,22 +40,58 @@ class SampleOutputs(NamedTuple):
 
 
 def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: int) -> beam.PCollection:
-    """(pair, evidences) from every neighbour table of one method, grouped by pair."""
+    """Lists of (pair, evidences), one per shard of pairs, from every neighbour table of one method;
+    none without tables (a text-only build lists no image encoder, so it draws no C2C pairs)."""
+    if not tables:
+        return pipeline | f"NoSpaces[{label}]" >> beam.Create([])
     parts = [
         pipeline
-        | f"Read[{label}:{space}]" >> beam.io.ReadFromParquet(path)
-        | f"Pairs[{label}:{space}]" >> beam.FlatMap(lambda row, space=space: neighbour_pairs([row], space, top))
+        | f"Read[{label}:{space}]" >> beam.io.ReadFromParquetBatched(path)
+        | f"Pairs[{label}:{space}]"
+        >> beam.FlatMap(lambda table, space=space: by_shard(neighbour_pairs(table.to_pylist(), space, top), lambda pe: "|".join(pe[0])))
         for space, path in sorted(tables.items())
     ]
-    return parts | f"All[{label}]" >> beam.Flatten() | f"ByPair[{label}]" >> beam.GroupByKey()
+    return (
+        parts
+        | f"All[{label}]" >> beam.Flatten()
+        | f"ByShard[{label}]" >> beam.GroupByKey()
+        | f"ByPair[{label}]" >> beam.MapTuple(_group_pairs)
+    )
+
+
+def _group_pairs(shard: int, parts: Iterable[list[tuple[tuple[str, str], Any]]]) -> list[tuple[tuple[str, str], list[Any]]]:
+    grouped: dict[tuple[str, str], list[Any]] = {}
+    for part in parts:
+        for pair, evidence in part:
+            grouped.setdefault(pair, []).append(evidence)
+    return list(grouped.items())
+
+
+@functools.lru_cache(maxsize=2)
+def captions_by_image(path: str) -> dict[str, list[str]]:
+    """Each image's caption ids, read from ``captions.parquet`` once per worker process: a side
+    input of all of COCO's captions would be shipped, and sized object by object, per bundle."""
+    table = io.read_parquet(path).select(["image_id", "caption_id"]).sort_by([("image_id", "ascending"), ("caption_id", "ascending")])
+    by_image: dict[str, list[str]] = {}
+    for image_id, caption_id in zip(table.column("image_id").to_pylist(), table.column("caption_id").to_pylist(), strict=True):
+        by_image.setdefault(image_id, []).append(caption_id)
+    return by_image
+
+
+def _draw_captions(pairs: list[tuple[tuple[str, str], list[Any]]], captions_path: str, seed: int) -> Iterator[Any]:
+    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one list."""
+    by_image = captions_by_image(captions_path)
+    drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in pairs]
+    yield from (d for d in drawn if isinstance(d, Rejected))
+    yield [d for d in drawn if not isinstance(d, Rejected)]
 
 
 def _quota(n_isim: int, ratio: float) -> int:
     return int(round(n_isim * ratio))
 
 
-def _keep(candidates: list[Any], allow_cross_method: bool) -> Iterable[Any]:
-    kept, rejected = enforce_constraints(candidates, allow_cross_method)
+def _keep(lists: list[list[Any]], allow_cross_method: bool) -> Iterable[Any]:
+    kept, rejected = enforce_constraints([c for candidates in lists for c in candidates], allow_cross_method)
     yield beam.pvalue.TaggedOutput("kept_list", kept)
     yield from rejected
 
@@ -73,32 +115,21 @@ class SampleCandidates(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> SampleOutputs:
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
-        captions = beam.pvalue.AsDict(
-            pipeline
-            | "ReadCaptions" >> beam.io.ReadFromParquet(self._captions, columns=["caption_id", "image_id"])
-            | "ByImage" >> beam.Map(lambda row: (row["image_id"], row["caption_id"]))
-            | "GroupCaptions" >> beam.GroupByKey()
-            | "SortCaptions" >> beam.MapTuple(lambda image, ids: (image, sorted(ids)))
-        )
-        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.MapTuple(
-            lambda pair, ev: image_pair(I2I_CSIM, pair, ev)
+        captions = self._captions
+        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(
+            lambda pairs: [image_pair(I2I_CSIM, pair, ev) for pair, ev in pairs]
         )
         isim, no_captions = route(
-            "DrawCaptions",
-            _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c),
-            STAGE,
-            lambda keyed, by_image: caption_pair_for_images(keyed[0], keyed[1], by_image, seed),
-            args=(captions,),
+            "DrawCaptions", _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c), STAGE, _draw_captions, many=True, args=(captions, seed)
         )
-        n_isim = isim | "CountIsim" >> beam.combiners.Count.Globally()
+        n_isim = isim | "CountIsim" >> beam.Map(len) | "SumIsim" >> beam.CombineGlobally(sum)
         cocaption = (
             pipeline
             | "Once" >> beam.Create([None])
             | "Cocaption"
-            >> beam.FlatMap(
-                lambda _, n, by_image: cocaption_pairs(by_image, _quota(n, ratio), seed),
+            >> beam.Map(
+                lambda _, n: cocaption_pairs(captions_by_image(captions), _quota(n, ratio), seed),
                 beam.pvalue.AsSingleton(n_isim),
-                captions,
             )
         )
         checked = route(

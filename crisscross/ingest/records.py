@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -63,21 +64,22 @@ CAPTIONS_SCHEMA = pa.schema(
 )
 
 
-def images_table(images: list[tuple[ImageRecord, int]]) -> pa.Table:
-    """Rows sorted by id; each image with its number of kept captions."""
-    rows = []
-    for record, n_captions in sorted(images, key=lambda pair: pair[0].image_id):
-        row = asdict(record)
-        del row["position"]
-        row["n_captions"] = n_captions
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=IMAGES_SCHEMA)
+def images_table(images: Iterable[tuple[ImageRecord, int]]) -> pa.Table:
+    """Rows in the given order; each image with its number of kept captions."""
+    pairs = list(images)
+    columns = {name: [getattr(record, name) for record, _ in pairs] for name in IMAGES_SCHEMA.names if name != "n_captions"}
+    columns["n_captions"] = [n for _, n in pairs]
+    return pa.table(columns, schema=IMAGES_SCHEMA)
 
 
-def captions_table(captions: list[CaptionRecord]) -> pa.Table:
-    rows = []
-    for record in sorted(captions, key=lambda c: c.caption_id):
-        row = asdict(record)
-        del row["position"]
-        rows.append(row)
-    return pa.Table.from_pylist(rows, schema=CAPTIONS_SCHEMA)
+def captions_table(captions: Iterable[CaptionRecord]) -> pa.Table:
+    """Rows in the given order."""
+    records = list(captions)
+    return pa.table({name: [getattr(record, name) for record in records] for name in CAPTIONS_SCHEMA.names}, schema=CAPTIONS_SCHEMA)
+
+
+def sorted_by_id(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
+    """Batches as one table sorted by its first column (the id; Arrow orders strings by code point,
+    as Python does), in one chunk, so the file written from it does not depend on the batching."""
+    table = pa.concat_tables([schema.empty_table(), *tables])
+    return table.sort_by(schema.names[0]).combine_chunks()

@@ -11,11 +11,12 @@ pipeline open, read or publish the path of a file elsewhere on the machine or in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, replace
 from pathlib import PurePosixPath
 from typing import TypeVar
@@ -59,9 +60,11 @@ def _source_order(record: ImageRecord | CaptionRecord) -> tuple[int, str, str]:
 
 def first_of_duplicates(key: str, records: Iterable[R]) -> tuple[R, list[Rejected]]:
     """Keep the record read first (lowest ``position``); every other one is a ``duplicate-id``."""
-    ordered = sorted(records, key=_source_order)
+    ordered = list(records)
     if not ordered:
         raise ValueError(f"no records for key {key!r}")
+    if len(ordered) > 1:  # the sort key serialises the record: only duplicates pay for it
+        ordered.sort(key=_source_order)
     kept, *others = ordered
     rejected = [reject(_kind(r), key, "duplicate-id", f"{key} was already read at {kept.source}", r.source, asdict(r)) for r in others]
     return kept, rejected
@@ -86,6 +89,42 @@ def join_image_and_captions(
         detail = "no caption of this image was kept"
         return None, [], [*rejected, reject("image", image_id, "no-captions", detail, image.source, asdict(image))]
     return image, captions, rejected
+
+
+def first_of_each(records: Iterable[R], key: Callable[[R], str]) -> tuple[list[R], list[Rejected]]:
+    """:func:`first_of_duplicates` for every key among ``records`` (one shard of them, in Beam)."""
+    by_key: dict[str, list[R]] = {}
+    for record in records:
+        by_key.setdefault(key(record), []).append(record)
+    kept: list[R] = []
+    rejected: list[Rejected] = []
+    for k, group in by_key.items():
+        first, others = first_of_duplicates(k, group)
+        kept.append(first)
+        rejected.extend(others)
+    return kept, rejected
+
+
+def join_all(
+    images: Iterable[ImageRecord], captions: Iterable[CaptionRecord]
+) -> tuple[list[tuple[ImageRecord, int]], list[CaptionRecord], list[Rejected]]:
+    """:func:`join_image_and_captions` for every image id among the records (one shard of them):
+    the kept images with their numbers of kept captions, the kept captions, the rejects."""
+    grouped: dict[str, tuple[list[ImageRecord], list[CaptionRecord]]] = {}
+    for image in images:
+        grouped.setdefault(image.image_id, ([], []))[0].append(image)
+    for c in captions:
+        grouped.setdefault(c.image_id, ([], []))[1].append(c)
+    kept_images: list[tuple[ImageRecord, int]] = []
+    kept_captions: list[CaptionRecord] = []
+    rejected: list[Rejected] = []
+    for image_id, (of_image, its_captions) in grouped.items():
+        image, joined, refused = join_image_and_captions(image_id, of_image, its_captions)
+        rejected.extend(refused)
+        if image is not None:
+            kept_images.append((image, len(joined)))
+            kept_captions.extend(joined)
+    return kept_images, kept_captions, rejected
 
 
 def _candidates(file_name: str) -> list[str]:
@@ -116,6 +155,12 @@ def _resolved(path: str) -> str:
     return scheme.group(0) + posixpath.normpath("/" + rest).lstrip("/")
 
 
+@functools.lru_cache(maxsize=16)
+def _resolved_root(images_dir: str) -> str:
+    """The images folder resolved once per process, not once per image (a stage has one folder)."""
+    return _resolved(images_dir)
+
+
 def _is_inside(resolved: str, root: str) -> bool:
     return resolved == root or resolved.startswith(root.rstrip("/") + "/")
 
@@ -124,7 +169,7 @@ def _escape(file_name: str, images_dir: str) -> str | None:
     """Why a candidate path of ``file_name`` leaves ``images_dir``, or ``None`` when none does."""
     if "\0" in file_name:
         return "it holds a NUL character, so it names no file"
-    root = _resolved(images_dir)
+    root = _resolved_root(images_dir)
     for name in _candidates(file_name):
         target = _resolved(_path(images_dir, name))
         if not _is_inside(target, root):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -38,7 +39,8 @@ def write_source(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path):
+@pytest.mark.parametrize("batch", [8192, 2])  # one element, or records of one id spread over several
+def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path, batch: int):
     source = tmp_path / "captions.jsonl"
     write_source(source)
     images_dir = tmp_path / "images"
@@ -47,14 +49,14 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path)
     (images_dir / "COCO_val2014_000000000001.jpg").write_bytes(photo.read_bytes())
 
     with TestPipeline() as pipeline:
-        outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir))
+        outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir), batch=batch)
         assert_that(
-            outputs.images | beam.Map(lambda pair: (pair[0].image_id, pair[0].pixels, pair[1])),
+            outputs.images | beam.FlatMap(lambda batch: [(image.image_id, image.pixels, n) for image, n in batch]),
             equal_to([("coco:img:1", "ok", 3)]),
             label="images",
         )
         assert_that(
-            outputs.captions | beam.Map(lambda c: (c.caption_id, c.text)),
+            outputs.captions | beam.FlatMap(lambda batch: [(c.caption_id, c.text) for c in batch]),
             equal_to(
                 [
                     ("coco:cap:10", "a dog on a mat ."),

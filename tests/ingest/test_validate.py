@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,8 @@ from crisscross.ingest.validate import (
     check_image_file,
     check_image_path,
     first_of_duplicates,
+    first_of_each,
+    join_all,
     join_image_and_captions,
 )
 
@@ -115,38 +116,25 @@ def test_check_image_file(test_photos: Path, tmp_path: Path) -> None:
 
 
 def validate_by_hand(items: list) -> tuple[list[ImageRecord], list[CaptionRecord], list[Rejected]]:
-    """The ingest composite's steps in plain Python, grouping with dicts as Beam would by key."""
+    """The ingest composite's steps in plain Python, on one shard holding every record."""
     rejected = [i for i in items if isinstance(i, Rejected)]
     images = [i for i in items if isinstance(i, ImageRecord)]
     captions = []
     for record in (i for i in items if isinstance(i, CaptionRecord)):
         checked = check_caption_text(record, DEFAULT_MAX_TEXT_LENGTH)
         (rejected if isinstance(checked, Rejected) else captions).append(checked)
+    captions, duplicates = first_of_each(captions, lambda c: c.caption_id)
+    kept, joined, bad = join_all(images, captions)
+    return [image for image, _ in kept], joined, [*rejected, *duplicates, *bad]
 
-    def dedup(records: list, key: str) -> list:
-        groups: dict[str, list] = defaultdict(list)
-        for record in records:
-            groups[getattr(record, key)].append(record)
-        kept = []
-        for group_key, group in groups.items():
-            first, duplicates = first_of_duplicates(group_key, group)
-            kept.append(first)
-            rejected.extend(duplicates)
-        return kept
 
-    by_image: dict[str, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for record in dedup(images, "image_id"):
-        by_image[record.image_id][0].append(record)
-    for record in dedup(captions, "caption_id"):
-        by_image[record.image_id][1].append(record)
-    kept_images, kept_captions = [], []
-    for image_id, (group_images, group_captions) in sorted(by_image.items()):
-        kept, joined, bad = join_image_and_captions(image_id, group_images, group_captions)
-        rejected.extend(bad)
-        if kept is not None:
-            kept_images.append(kept)
-            kept_captions.extend(joined)
-    return kept_images, kept_captions, rejected
+def test_join_all_counts_kept_captions_and_keeps_the_first_image() -> None:
+    first, later = image(position=3), image(position=9)
+    captions = [caption(caption_id="ds:cap:2"), caption(caption_id="ds:cap:1"), caption(caption_id="ds:cap:9", image_id="ds:img:7")]
+    kept, joined, rejected = join_all([later, first], captions)
+    assert kept == [(first, 2)]
+    assert [c.caption_id for c in joined] == ["ds:cap:1", "ds:cap:2"]
+    assert sorted((r.key, r.reason) for r in rejected) == [("ds:cap:9", "unknown-image"), ("ds:img:1", "duplicate-id")]
 
 
 def test_val5k_partial_validation(shared_data: Path) -> None:

@@ -52,6 +52,23 @@ def test_a_text_only_build_runs_through_aggregate(demo_dir: Path, tmp_path: Path
     assert set(json.loads((tmp_path / "evaluation" / "metrics.json").read_text())["results"]) == {"use-m3", "bow-glove50"}
 
 
+def test_sample_without_image_encoders_draws_image_pairs_only(demo_dir: Path, tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    text = (PROJECT / "params.yaml").read_text()
+    params.write_text(text.replace("text_encoders: [use-m3, bow-glove50]\n  image_encoders: [efficientnet-lite0]", "text_encoders: [bow-glove50]\n  image_encoders: []")
+                      .replace("i2i_text_encoders: [use-m3, bow-glove50]", "i2i_text_encoders: [bow-glove50]")
+                      .replace("c2c_image_encoders: [efficientnet-lite0]", "c2c_image_encoders: []"))  # fmt: skip
+    p = ["--params", str(params)]
+    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--out", str(tmp_path / "items"), *p])
+    embed.main(["--in", str(tmp_path / "items"), "--out", str(tmp_path / "embeddings"), *p])
+    similarity.main(["--in", str(tmp_path / "embeddings"), "--out", str(tmp_path / "similarity"), *p])
+    report = sample.main(
+        ["--in", str(tmp_path / "similarity"), "--items", str(tmp_path / "items"), "--out", str(tmp_path / "candidates"), *p]
+    )
+    assert report["candidates"]["i2i_csim"] > 0 and report["candidates"]["c2c_isim"] == report["candidates"]["c2c_cocaption"] == 0
+    assert "c2c_image_encoders is empty" in report["summary"]["c2c_isim"]
+
+
 def test_a_round_section_is_laid_over_the_stage_section(tmp_path: Path) -> None:
     from crisscross.annotate.tasks import TaskParams
     from crisscross.pipelines.stage import load_params

@@ -1,0 +1,175 @@
+"""A round-one build the size of all of MS-COCO, with one worker process and with two.
+
+``tools/replicate_coco.py`` writes the synthetic collection (123,287 images, 616,435 captions:
+the real Karpathy-test captions under new ids; ``--quick``: 12,000 images), then the build runs
+``crisscross ingest → embed (use-m3, bow-glove50) → similarity → sample → tasks`` as a user
+would, one command per stage, with the project's ``params.yaml`` (no image encoder: only 9,134 of
+the replicas have a photograph here, so ``c2c_isim`` and image gold are off).  Ingest checks the
+pixels of the replicas whose photograph is here, as with any ``--images`` folder.
+
+Each stage is timed as a whole command (Python start-up, Beam, model loading, writing) and its
+peak memory is the largest sum of the resident sets of the command and every process under it
+(the worker processes with two workers), sampled every 0.1 s.  **The reference is the one-worker
+build in the same run**: ``2w / 1w`` is the two-worker time over the one-worker time (0.5 would
+be perfect on two cores).  Beside it, each stage's per-core rate (items per second per core, the
+one-worker build's cores being the ``embed.threads`` and BLAS threads it uses) is what the
+"Running on a cluster" costing in the README multiplies out.  Both builds must write the same
+bytes (every file but the timing reports), or the run fails after writing the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from benchmarks import save_result
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CRISSCROSS_SHARED_DATA", ROOT.parent / "shared" / "data"))
+PHOTOS = SHARED / "coco-images" / "karpathy-test"
+QUICK_IMAGES = 12_000
+WORKER_FLAGS = {1: [], 2: ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]}
+NOT_OUTPUT = {"report.json"}  # holds timings; everything else must match between worker counts
+
+
+def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
+    """The round-one commands, as ``dvc.yaml`` runs them, on ``build``."""
+    b = build
+    return [
+        ("ingest", ["ingest", "--in", str(source), "--images", str(PHOTOS), "--out", f"{b}/items"]),
+        ("embed", ["embed", "--in", f"{b}/items", "--out", f"{b}/embeddings"]),
+        ("similarity", ["similarity", "--in", f"{b}/embeddings", "--out", f"{b}/similarity"]),
+        ("sample", ["sample", "--in", f"{b}/similarity", "--items", f"{b}/items", "--out", f"{b}/candidates"]),
+        ("tasks", ["tasks", "--in", f"{b}/candidates", "--items", f"{b}/items", "--embeddings", f"{b}/embeddings", "--out", f"{b}/tasks"]),
+    ]
+
+
+def scale_params(path: Path) -> None:
+    """The project's params with text encoders only (the replicas mostly have no pixels here)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["embed"].update(text_encoders=["use-m3", "bow-glove50"], image_encoders=[])
+    params["sample"].update(i2i_text_encoders=["use-m3", "bow-glove50"], c2c_image_encoders=[])
+    params["tasks"].update(gold_text_encoders=["use-m3", "bow-glove50"], gold_image_encoders=[])
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def run_measured(command: list[str], log: Path) -> tuple[float, float]:
+    """Wall seconds and peak resident MiB of ``command`` with all its descendants."""
+    peak = 0
+    started = time.perf_counter()
+    with log.open("w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        watched = psutil.Process(process.pid)
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                try:
+                    tree = [watched, *watched.children(recursive=True)]
+                    peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+                except psutil.Error:
+                    pass
+                done.wait(0.1)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = process.wait()
+        done.set()
+        sampler.join()
+    seconds = time.perf_counter() - started
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise SystemExit(f"{' '.join(command)} failed with exit {code}; the end of its output:\n{tail}")
+    return seconds, peak / 2**20
+
+
+def digests(build: Path) -> dict[str, str]:
+    """sha256 of every output file but the timing reports, by path under ``build``."""
+    return {
+        str(p.relative_to(build)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(build.rglob("*"))
+        if p.is_file() and p.name not in NOT_OUTPUT and not p.name.startswith(".")
+    }
+
+
+def counts(build: Path) -> dict[str, int]:
+    """Items each stage handled, for the per-core rates."""
+    import pyarrow.parquet as pq
+
+    items = build / "items"
+    return {
+        "images": pq.read_metadata(items / "images.parquet").num_rows,
+        "captions": pq.read_metadata(items / "captions.parquet").num_rows,
+        "candidates": pq.read_metadata(build / "candidates" / "candidates.parquet").num_rows,
+        "task_items": pq.read_metadata(build / "tasks" / "tasks.parquet").num_rows,
+    }
+
+
+def run(args: argparse.Namespace) -> None:
+    n_images = QUICK_IMAGES if args.quick else None
+    with tempfile.TemporaryDirectory(prefix="crisscross-scale-") as tmp:
+        work = Path(tmp)
+        source = work / "collection"
+        replicate = [sys.executable, str(ROOT / "tools" / "replicate_coco.py"), "--out", str(source)]
+        seconds, _ = run_measured(replicate + (["--images", str(n_images)] if n_images else []), work / "replicate.log")
+        print(f"replicate_coco: {seconds:.0f}s", flush=True)
+        params = work / "params.yaml"
+        scale_params(params)
+        rows: list[dict[str, Any]] = []
+        sums: dict[int, dict[str, str]] = {}
+        for workers, flags in WORKER_FLAGS.items():
+            build = work / f"build-{workers}w"
+            for stage, command in stages(build, source / "captions.jsonl"):
+                line = ["crisscross", *command, "--params", str(params), *flags]
+                seconds, peak_mib = run_measured(line, work / f"{stage}-{workers}w.log")
+                rows.append({"stage": stage, "workers": workers, "seconds": seconds, "peak_rss_mib": peak_mib})
+                print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
+            sums[workers] = digests(build)
+        sizes = counts(work / "build-1w")
+    report(rows, sizes, sums, args.quick)
+
+
+def report(rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], quick: bool) -> None:
+    one = {r["stage"]: r for r in rows if r["workers"] == 1}
+    two = {r["stage"]: r for r in rows if r["workers"] == 2}
+    print(
+        f"\n{sizes['images']:,} images, {sizes['captions']:,} captions → {sizes['candidates']:,} candidates, {sizes['task_items']:,} task items"
+    )
+    print(f"{'stage':<11}{'1w s':>8}{'1w GB':>8}{'2w s':>8}{'2w GB':>8}{'2w/1w':>8}")
+    for stage, r in one.items():
+        t = two[stage]
+        print(
+            f"{stage:<11}{r['seconds']:8.1f}{r['peak_rss_mib'] / 1024:8.2f}{t['seconds']:8.1f}{t['peak_rss_mib'] / 1024:8.2f}{t['seconds'] / r['seconds']:8.2f}"
+        )
+    total = {w: sum(r["seconds"] for r in rows if r["workers"] == w) for w in WORKER_FLAGS}
+    peak = {w: max(r["peak_rss_mib"] for r in rows if r["workers"] == w) / 1024 for w in WORKER_FLAGS}
+    print(f"{'build':<11}{total[1]:8.1f}{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}")
+    differing = sorted(k for k in sums[1].keys() | sums[2].keys() if sums[1].get(k) != sums[2].get(k))
+    print(f"outputs of 1 and 2 workers: {len(sums[1])} files, {len(differing)} differ{': ' + ', '.join(differing) if differing else ''}")
+    path = save_result(
+        "coco_scale",
+        {
+            "quick": quick,
+            "cpu_count": os.cpu_count(),
+            "sizes": sizes,
+            "stages": rows,
+            "total_seconds": total,
+            "peak_rss_gb": peak,
+            "differing_outputs": differing,
+        },
+    )
+    print(f"→ {path}")
+    if differing:
+        raise SystemExit(f"the builds with 1 and 2 workers wrote different bytes: {', '.join(differing)}")
