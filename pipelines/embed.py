@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from crisscross.beam.common import gather
 from crisscross.beam.embed import COLUMNS, EmbedItems, build_encoder, write_skipped
@@ -21,7 +19,7 @@ from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.embed.encoders import IMAGE, TEXT
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, worker_processes, write_quarantine
 
 DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
 
@@ -43,14 +41,6 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def _ids(table_path: str, column: str) -> list[str]:
     return io.read_parquet(table_path).column(column).to_pylist()
-
-
-def worker_processes(beam_args: list[str]) -> int:
-    """Worker processes sharing one machine's cores: the local multi-process runner's worker count, else 1."""
-    direct = PipelineOptions(beam_args).view_as(DirectOptions)
-    if direct.direct_running_mode == "multi_processing":
-        return direct.direct_num_workers or os.cpu_count() or 1
-    return 1
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):

@@ -17,7 +17,7 @@ from crisscross.core.errors import InputError
 from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, neighbours_table, prepare
 
 DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
@@ -49,6 +49,7 @@ def spaces(embeddings_dir: str) -> list[str]:
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     k = int(stage.params["k"])
     backend = BACKENDS.create(stage.params["backend"], **stage.params["backend_options"])
+    processes = worker_processes(stage.beam_args)
     plan: dict[str, dict[str, Any]] = {}
     rejected = []
     found = spaces(stage.inputs)
@@ -63,7 +64,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         # A space with fewer than two rows (a text-only build's S^V) has no neighbours: its table
         # is written empty, so later stages see zero pairs and the reason in this report.
         lists = (
-            pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k)
+            pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k, processes)
             if n >= 2
             else pipeline | f"NoRows[{space}]" >> beam.Create([])
         )
@@ -80,12 +81,12 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 class _BackendTransform(beam.PTransform):
     """Gives each space's backend steps their own label scope."""
 
-    def __init__(self, backend: Any, set_path: str, n: int, k: int) -> None:
+    def __init__(self, backend: Any, set_path: str, n: int, k: int, processes: int) -> None:
         super().__init__()
-        self._backend, self._set_path, self._n, self._k = backend, set_path, n, k
+        self._backend, self._set_path, self._n, self._k, self._processes = backend, set_path, n, k, processes
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return self._backend.neighbours(pbegin, self._set_path, self._n, self._k)
+        return self._backend.neighbours(pbegin, self._set_path, self._n, self._k, self._processes)
 
 
 def _write(parts: list, ids: list[str], target: str) -> None:

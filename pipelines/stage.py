@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import resource
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 
 import apache_beam as beam
 import yaml
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions, TestOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from crisscross.beam.common import gather
@@ -240,3 +241,11 @@ def check_strict(stage: StageArgs, out: str) -> None:
         counts = count_reasons(read_quarantine(out))
         if counts:
             raise RejectionError(stage.name, counts, str(io.failed_path(stage.out) / QUARANTINE))
+
+
+def worker_processes(beam_args: list[str]) -> int:
+    """Worker processes sharing one machine's cores: the local multi-process runner's worker count, else 1."""
+    direct = PipelineOptions(beam_args).view_as(DirectOptions)
+    if direct.direct_running_mode == "multi_processing":
+        return direct.direct_num_workers or os.cpu_count() or 1
+    return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -73,3 +74,9 @@ def by_shard(records: Iterable[Any], key: Callable[[Any], str]) -> Iterator[tupl
     for record in records:
         shards.setdefault(shard_of(key(record)), []).append(record)
     yield from shards.items()
+
+
+def default_threads(processes: int) -> int:
+    """A worker process's share of its machine's cores when ``processes`` worker processes share it
+    (computed on the worker, so a cluster's workers use their own cores, not the launcher's)."""
+    return max(1, (os.cpu_count() or 1) // max(1, processes))

@@ -5,8 +5,10 @@ cost more than encoding it.  The input is Arrow tables (Parquet row groups); eac
 stable hash of the id into buckets, a bucket's rows are sorted by id and cut into ``batch_size``
 batches, so the same inputs give the same batches (and the same bytes) on any runner and any
 number of workers.  A model is loaded once per worker process, shared by the ``DoFn`` instances
-in it, and given that process's share of the CPU threads.  Co-caption means regroup the encoded
-batches by a hash of the image id: one element per (batch, image bucket).  Unreadable images and
+in it, and given that process's share of the CPU threads.  Encoded vectors never meet in one
+Beam element: each bundle writes its rows as a shard file, and one merge step writes the set in
+id order and the co-caption means from the shards (so memory does not grow with copies of the
+whole matrix in shuffles).  Unreadable images and
 unusable vectors go to the ``rejected`` output with a reason; items an encoder cannot see at all
 (images without pixels, ids absent from a precomputed file) go to the ``skipped`` output, so what
 was left out is always listed.
@@ -14,24 +16,29 @@ was left out is always listed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import os
 import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from io import BytesIO
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.shared import Shared
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 from threadpoolctl import threadpool_limits
 
-from crisscross.beam.common import REJECTED, gather
+from crisscross.beam.common import REJECTED, default_threads, gather
 from crisscross.core import io
 from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.quarantine import reject
@@ -42,6 +49,7 @@ from crisscross.ingest.records import PIXELS_OK
 STAGE = "embed"
 SKIPPED = "skipped"
 BUCKET_ITEMS = 16_384
+SHARDS = ".shards"  # beside the encoder's sets, deleted by the merge
 LOG = logging.getLogger("crisscross.embed")
 REGISTRIES = {TEXT: TEXT_ENCODERS, IMAGE: IMAGE_ENCODERS}
 # The columns each input table must have (the caption and image tables ``crisscross ingest`` writes).
@@ -111,11 +119,6 @@ def batches_of(tables: Iterable[pa.Table], batch_size: int) -> list[Batch]:
 
 def build_encoder(spec: str, modality: str) -> Encoder:
     return REGISTRIES[modality].create(spec)
-
-
-def default_threads(processes: int) -> int:
-    """This process's share of the machine's cores when ``processes`` worker processes share it."""
-    return max(1, (os.cpu_count() or 1) // max(1, processes))
 
 
 @dataclass(eq=False)
@@ -264,27 +267,50 @@ def _to_buckets(spec: str, modality: str, needs_payload: bool, n_buckets: int) -
     return split
 
 
-def _write_set(batches: list[Encoded], directory: str, meta: dict[str, Any]) -> None:
-    ids = [item for batch in batches for item in batch.ids]
-    dim = meta["dim"]
-    vectors = np.concatenate([b.vectors for b in batches]) if batches else np.zeros((0, dim), np.float32)
+class WriteShards(beam.DoFn):
+    """Encoded batches → one shard per bundle in ``folder`` (``<hash>.npy`` vectors, ``<hash>.parquet``
+    ids and groups); yields the shard's path stem.  Vectors leave the pipeline here instead of
+    travelling through a shuffle to one list: only the stems are gathered.  A shard of a bundle that
+    failed and was retried is never yielded, so the merge reads exactly the committed ones."""
+
+    def __init__(self, folder: str) -> None:
+        self._folder = folder
+
+    def start_bundle(self) -> None:
+        self._batches: list[Encoded] = []
+
+    def process(self, encoded: Encoded) -> None:
+        self._batches.append(encoded)
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        if not self._batches:
+            return
+        ids = [i for batch in self._batches for i in batch.ids]
+        stem = io.join(self._folder, hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:24])
+        groups = [g for batch in self._batches for g in batch.groups]
+        io.write_npy(f"{stem}.npy", np.concatenate([batch.vectors for batch in self._batches]))
+        io.write_parquet(f"{stem}.parquet", pa.table({"id": pa.array(ids, pa.string()), "group": pa.array(groups, pa.string())}))
+        self._batches = []
+        yield WindowedValue(stem, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, Any], means: tuple[str, dict[str, Any]] | None) -> None:
+    """The shards as one set in ``directory`` (rows in id order) and, with ``means``, the
+    co-caption means of its images as another; then the shards' ``folder`` is deleted.  The merging worker
+    holds the N·d float32 vectors once, as similarity's workers do."""
+    tables = [io.read_parquet(f"{stem}.parquet") for stem in sorted(stems)]
+    ids = [i for table in tables for i in table.column("id").to_pylist()]
+    groups = [g for table in tables for g in table.column("group").to_pylist()]
+    parts = [np.load(BytesIO(io.read_bytes(f"{stem}.npy")), allow_pickle=False) for stem in sorted(stems)]
+    vectors = np.concatenate(parts) if parts else np.zeros((0, meta["dim"]), np.float32)
+    del parts
     EmbeddingSet(ids, vectors, meta).write(directory)
-
-
-def _by_image_bucket(encoded: Encoded, n_buckets: int) -> Iterable[tuple[int, Encoded]]:
-    """An encoded batch's rows split by a hash of their image, so each image's captions meet."""
-    buckets = buckets_of(encoded.groups, n_buckets)
-    for b in np.unique(buckets):
-        rows = np.flatnonzero(buckets == b)
-        yield int(b), Encoded(tuple(encoded.ids[r] for r in rows), tuple(encoded.groups[r] for r in rows), encoded.vectors[rows])
-
-
-def _means_of_bucket(keyed: tuple[int, Iterable[Encoded]]) -> Encoded:
-    parts = list(keyed[1])
-    caption_ids = [i for part in parts for i in part.ids]
-    images = [g for part in parts for g in part.groups]
-    image_ids, means = cocaption_means(caption_ids, images, np.concatenate([part.vectors for part in parts]))
-    return Encoded(tuple(image_ids), tuple(image_ids), means)
+    if means is not None:
+        mean_dir, mean_meta = means
+        image_ids, image_means = cocaption_means(ids, groups, vectors)
+        EmbeddingSet(image_ids, image_means, mean_meta).write(mean_dir)
+    if FileSystems.exists(folder):
+        FileSystems.delete([folder])
 
 
 class EmbedOutputs(NamedTuple):
@@ -342,16 +368,15 @@ class EmbedItems(beam.PTransform):
         )
         kind = CAPTIONS if modality == TEXT else IMAGES
         meta = {**self._meta, "kind": kind}
-        gather("GatherVectors", encoded.encoded) | "WriteVectors" >> beam.Map(_write_set, set_dir(self._out, modality, spec, kind), meta)
+        means = None
         if modality == TEXT:
-            means = (
-                encoded.encoded
-                | "ByImageBucket" >> beam.FlatMap(_by_image_bucket, n_buckets)
-                | "GroupImageBuckets" >> beam.GroupByKey()
-                | "CocaptionMeans" >> beam.Map(_means_of_bucket)
-            )
             mean_meta = {**self._meta, "kind": COCAPTION_MEAN, "normalisation": "mean of L2-normalised caption vectors, not re-normalised"}
-            gather("GatherMeans", means) | "WriteMeans" >> beam.Map(_write_set, set_dir(self._out, TEXT, spec, COCAPTION_MEAN), mean_meta)
+            means = (set_dir(self._out, TEXT, spec, COCAPTION_MEAN), mean_meta)
+        folder = set_dir(self._out, modality, spec, SHARDS)
+        shards = encoded.encoded | "WriteShards" >> beam.ParDo(WriteShards(folder))
+        gather("GatherShards", shards) | "MergeShards" >> beam.Map(
+            merge_shards, folder, set_dir(self._out, modality, spec, kind), meta, means
+        )
         skipped = (split[SKIPPED], encoded[SKIPPED]) | "AllSkipped" >> beam.Flatten()
         return EmbedOutputs(rejected=encoded[REJECTED], skipped=skipped)
 

@@ -18,6 +18,7 @@ collections too big for an exact pass; its recall against exact search is measur
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -25,12 +26,14 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from crisscross.beam.common import default_threads
 from crisscross.core.registry import Registry
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import prepare
 from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
 
 BACKENDS: Registry[Any] = Registry("similarity backend")
+LOG = logging.getLogger(__name__)
 
 
 def _load_unit(set_path: str) -> np.ndarray:
@@ -38,19 +41,22 @@ def _load_unit(set_path: str) -> np.ndarray:
 
 
 class StripeTopK(beam.DoFn):
-    """Candidates from the block pairs of one stripe (i, j ≥ i), on ``threads`` threads; the
-    normalised matrix is loaded once per worker."""
+    """Candidates from the block pairs of one stripe (i, j ≥ i), on ``threads`` threads (0: the
+    worker's share of its cores among ``processes``); the normalised matrix is loaded once per worker."""
 
-    def __init__(self, set_path: str, k: int, block: int, threads: int) -> None:
-        self._set_path, self._k, self._block, self._threads = set_path, k, block, threads
+    def __init__(self, set_path: str, k: int, block: int, threads: int, processes: int, n_stripes: int) -> None:
+        self._set_path, self._k, self._block = set_path, k, block
+        self._threads, self._processes, self._n_stripes = threads, processes, n_stripes
 
     def setup(self) -> None:
         self._unit = _load_unit(self._set_path)
+        self._threads = self._threads or default_threads(self._processes)
 
     def process(self, stripe: list[tuple[int, int]]) -> Iterable[tuple[int, TopK]]:
         for part in run_pairs(self._unit, stripe, self._block, self._k, self._threads):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
             yield part.start, part
+        LOG.info("%s: block row %d of %d done (%d block pairs)", self._set_path, stripe[0][0] + 1, self._n_stripes, len(stripe))
 
 
 def stripes(n: int, block: int) -> list[list[tuple[int, int]]]:
@@ -68,36 +74,39 @@ def _merge_all(parts: Iterable[TopK]) -> TopK:
 @BACKENDS.register("exact")
 class ExactBackend:
     """Exact search; at most ``block`` rows per block (memory O(N·d + threads·block²));
-    ``threads`` per worker (default: the worker's cores)."""
+    ``threads`` per worker process (0: its share of the worker machine's cores)."""
 
     approximate = False
 
-    def __init__(self, block: int = 4096, threads: int | None = None) -> None:
+    def __init__(self, block: int = 4096, threads: int = 0) -> None:
         self.block = int(block)
-        self.threads = int(threads or os.cpu_count() or 1)
+        self.threads = int(threads)
 
     def peak_bytes(self, n: int, d: int, k: int) -> int:
         """Vectors (stored and normalised), one block buffer per thread, and the K-lists (float32
         score, int64 index) of every row, merged and in flight."""
         side = choose_block(n, self.block)
-        return 2 * n * d * 4 + self.threads * side * side * 4 + 2 * n * k * 12
+        return 2 * n * d * 4 + (self.threads or os.cpu_count() or 1) * side * side * 4 + 2 * n * k * 12
 
-    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int) -> beam.PCollection:
+    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int) -> beam.PCollection:
         block = choose_block(n, self.block)
+        work = stripes(n, block)
         return (
             pbegin
-            | "Stripes" >> beam.Create(stripes(n, block))
+            | "Stripes" >> beam.Create(work)
             | "Spread" >> beam.Reshuffle()
-            | "StripeTopK" >> beam.ParDo(StripeTopK(set_path, k, block, self.threads))
+            | "StripeTopK" >> beam.ParDo(StripeTopK(set_path, k, block, self.threads, processes, len(work)))
             | "MergePerBlock" >> beam.CombinePerKey(_merge_all)
             | "Lists" >> beam.Values()
         )
 
 
-def hnsw_topk(set_path: str, k: int, m: int, ef_construction: int, ef_search: int) -> TopK:
-    """HNSW search of every row for its k nearest other rows, re-ordered by (score, id)."""
+def hnsw_topk(set_path: str, k: int, m: int, ef_construction: int, ef_search: int, processes: int) -> TopK:
+    """HNSW search of every row for its k nearest other rows, re-ordered by (score, id), on the
+    worker's share of its cores."""
     import faiss
 
+    faiss.omp_set_num_threads(default_threads(processes))
     unit = _load_unit(set_path)
     index = faiss.IndexHNSWFlat(unit.shape[1], m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
@@ -128,5 +137,9 @@ class FaissHnswBackend:
         """Vectors (stored, normalised, and the index's copy), the graph links and the K + 1 results."""
         return 3 * n * d * 4 + n * self.m * 2 * 8 + n * (k + 1) * 12
 
-    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int) -> beam.PCollection:
-        return pbegin | "One" >> beam.Create([set_path]) | "HNSW" >> beam.Map(hnsw_topk, k, self.m, self.ef_construction, self.ef_search)
+    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int) -> beam.PCollection:
+        return (
+            pbegin
+            | "One" >> beam.Create([set_path])
+            | "HNSW" >> beam.Map(hnsw_topk, k, self.m, self.ef_construction, self.ef_search, processes)
+        )

@@ -29,6 +29,19 @@ def test_writes_are_byte_identical_for_the_same_value(tmp_path: Path):
     assert (tmp_path / "one.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
 
 
+@pytest.mark.parametrize("shape", [(0, 4), (5, 3), (io.NPY_CHUNK_ROWS * 2 + 7, 2), (9,)])
+def test_write_npy_streams_the_bytes_np_save_writes(tmp_path: Path, shape: tuple[int, ...]):
+    from io import BytesIO
+
+    array = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    order = np.random.default_rng(1).permutation(len(array))
+    for rows in (None, order):
+        io.write_npy(str(tmp_path / "a.npy"), array, rows)
+        expected = BytesIO()
+        np.save(expected, array if rows is None else array[rows], allow_pickle=False)
+        assert (tmp_path / "a.npy").read_bytes() == expected.getvalue()
+
+
 def test_staged_directory_replaces_only_on_success(tmp_path: Path):
     out = tmp_path / "items"
     out.mkdir()

@@ -14,13 +14,13 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.utils.shared import Shared
 
+from crisscross.beam.common import default_threads
 from crisscross.beam.embed import (
     Batch,
     EmbedItems,
     batches_of,
     bucket_of,
     buckets_of,
-    default_threads,
     items_of,
     shared_model,
     split_by_bucket,
@@ -28,7 +28,7 @@ from crisscross.beam.embed import (
 from crisscross.embed.encoders import IMAGE, TEXT, TEXT_ENCODERS
 from crisscross.embed.sets import EmbeddingSet, cocaption_means, set_dir
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.pipelines.embed import worker_processes
+from crisscross.pipelines.stage import worker_processes
 
 
 @pytest.fixture(scope="module")

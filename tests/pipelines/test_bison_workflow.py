@@ -50,7 +50,12 @@ def test_dvc_repro_of_the_bison_workflow(shared_data: Path, demo_chain: Path, tm
             (project / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(PROJECT / name, project / name)
     (tmp_path / "work" / "shared").symlink_to(shared_data.parent, target_is_directory=True)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "CRISSCROSS_RELEASE_SALT": "bison-test-salt-0123456789abcdef"}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "CRISSCROSS_RELEASE_SALT": "bison-test-salt-0123456789abcdef",
+    }
     for command in (
         ["git", "init", "-q"],
         ["git", "add", "-A"],

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.beam.embed import default_threads
+from crisscross.beam.common import default_threads
 from crisscross.embed.sets import EmbeddingSet, set_dir
 from crisscross.pipelines import embed, ingest
 from crisscross.pipelines.stage import parse_args

@@ -34,7 +34,12 @@ def _copy_project(target: Path) -> None:
 def test_dvc_repro_runs_the_entities_workflow_on_the_demo(tmp_path: Path):
     project = tmp_path / "main"
     _copy_project(project)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "CRISSCROSS_RELEASE_SALT": "entities-test-salt-0123456789abcdef"}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "CRISSCROSS_RELEASE_SALT": "entities-test-salt-0123456789abcdef",
+    }
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", *GIT_USER, "commit", "-qm", "x"]):
         subprocess.run(command, cwd=project, check=True, env=env, capture_output=True)
     (project / "workflows" / "entities" / "dvc.lock").unlink(missing_ok=True)

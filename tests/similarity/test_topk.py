@@ -119,7 +119,7 @@ def test_faiss_hnsw_backend_finds_nearly_all_exact_neighbours(tmp_path):
 
     unit = unit_rows(2000, 32, seed=5)
     EmbeddingSet([f"ds:img:{i:05d}" for i in range(2000)], unit).write(str(tmp_path / "set"))
-    approx = hnsw_topk(str(tmp_path / "set"), 10, m=32, ef_construction=200, ef_search=128)
+    approx = hnsw_topk(str(tmp_path / "set"), 10, m=32, ef_construction=200, ef_search=128, processes=1)
     exact, _ = exact_topk(unit, 10, block=512)
     recall = recall_at_k(approx.indices, exact)
     assert 0.95 < recall <= 1.0
