@@ -11,10 +11,10 @@ Each stage is timed as a whole command (Python start-up, Beam, model loading, wr
 peak memory is the largest sum of the resident sets of the command and every process under it
 (the worker processes with two workers), sampled every 0.1 s.  **The reference is the one-worker
 build in the same run**: ``2w / 1w`` is the two-worker time over the one-worker time (0.5 would
-be perfect on two cores).  Beside it, each stage's per-core rate (items per second per core, the
-one-worker build's cores being the ``embed.threads`` and BLAS threads it uses) is what the
-"Running on a cluster" costing in the README multiplies out.  Both builds must write the same
-bytes (every file but the timing reports), or the run fails after writing the JSON.
+be perfect on two cores).  The one-worker seconds, times the cores each stage keeps busy, are
+the core-seconds the README's "Running on a cluster" costing divides among workers.  Both builds
+must write the same bytes (every file but the timing reports), or the run fails after writing
+the JSON.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def digests(build: Path) -> dict[str, str]:
 
 
 def counts(build: Path) -> dict[str, int]:
-    """Items each stage handled, for the per-core rates."""
+    """What the build made: images and captions kept, candidates drawn, task rows written."""
     import pyarrow.parquet as pq
 
     items = build / "items"
