@@ -4,7 +4,7 @@ Neighbour rows become (unordered pair, evidence); grouping by pair unites what s
 and both ends of a pair found.  Tables are read as Arrow row groups, pairs are shuffled in
 per-shard lists (``common.by_shard``) and candidates travel as lists, so all of COCO's ~3M
 neighbour rows per space cost a few thousand Beam elements.  Caption draws read the captions of
-each image from ``captions.parquet`` once per worker process; the co-caption quota reads the
+each image from ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
 ``c2c_isim`` count as a singleton side input.
 Finally all candidates meet in one place for the constraint check (self pairs, duplicates in
 either order, pairs in two methods), whose rejects are routed to the quarantine.
@@ -12,11 +12,12 @@ either order, pairs in two methods), whose rejects are routed to the quarantine.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+from apache_beam.utils.shared import Shared
 
 from crisscross.beam.common import REJECTED, by_shard, route
 from crisscross.candidates.cxc import (
@@ -67,10 +68,8 @@ def _group_pairs(shard: int, parts: Iterable[list[tuple[tuple[str, str], Any]]])
     return list(grouped.items())
 
 
-@functools.lru_cache(maxsize=2)
-def captions_by_image(path: str) -> dict[str, list[str]]:
-    """Each image's caption ids, read from ``captions.parquet`` once per worker process: a side
-    input of all of COCO's captions would be shipped, and sized object by object, per bundle."""
+def read_captions_by_image(path: str) -> dict[str, list[str]]:
+    """Each image's caption ids, sorted, from ``captions.parquet``."""
     table = io.read_parquet(path).select(["image_id", "caption_id"]).sort_by([("image_id", "ascending"), ("caption_id", "ascending")])
     by_image: dict[str, list[str]] = {}
     for image_id, caption_id in zip(table.column("image_id").to_pylist(), table.column("caption_id").to_pylist(), strict=True):
@@ -78,9 +77,27 @@ def captions_by_image(path: str) -> dict[str, list[str]]:
     return by_image
 
 
-def _draw_captions(pairs: list[tuple[tuple[str, str], list[Any]]], captions_path: str, seed: int) -> Iterator[Any]:
+@dataclass(eq=False)
+class _Loaded:
+    by_image: dict[str, list[str]]  # in a class: ``Shared`` holds objects by weak reference
+
+
+class CaptionsOf:
+    """Each image's caption ids, read once per worker process and pipeline: a side input of all of
+    COCO's captions would be shipped, and sized object by object, with every bundle.  The handle is
+    made with the pipeline, so another pipeline (another build in the same process) reads afresh."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._handle = Shared()
+
+    def by_image(self) -> dict[str, list[str]]:
+        return self._handle.acquire(lambda: _Loaded(read_captions_by_image(self._path))).by_image
+
+
+def _draw_captions(pairs: list[tuple[tuple[str, str], list[Any]]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
     """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one list."""
-    by_image = captions_by_image(captions_path)
+    by_image = captions.by_image()
     drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in pairs]
     yield from (d for d in drawn if isinstance(d, Rejected))
     yield [d for d in drawn if not isinstance(d, Rejected)]
@@ -115,7 +132,7 @@ class SampleCandidates(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> SampleOutputs:
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
-        captions = self._captions
+        captions = CaptionsOf(self._captions)
         i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(
             lambda pairs: [image_pair(I2I_CSIM, pair, ev) for pair, ev in pairs]
         )
@@ -128,7 +145,7 @@ class SampleCandidates(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Cocaption"
             >> beam.Map(
-                lambda _, n: cocaption_pairs(captions_by_image(captions), _quota(n, ratio), seed),
+                lambda _, n: cocaption_pairs(captions.by_image(), _quota(n, ratio), seed),
                 beam.pvalue.AsSingleton(n_isim),
             )
         )
