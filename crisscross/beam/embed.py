@@ -298,10 +298,11 @@ def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, 
     """The shards as one set in ``directory`` (rows in id order) and, with ``means``, the
     co-caption means of its images as another; then the shards' ``folder`` is deleted.  The merging worker
     holds the N·d float32 vectors once, as similarity's workers do."""
-    tables = [io.read_parquet(f"{stem}.parquet") for stem in sorted(stems)]
+    stems = sorted(stems)
+    tables = [io.read_parquet(f"{stem}.parquet") for stem in stems]
     ids = [i for table in tables for i in table.column("id").to_pylist()]
     groups = [g for table in tables for g in table.column("group").to_pylist()]
-    parts = [np.load(BytesIO(io.read_bytes(f"{stem}.npy")), allow_pickle=False) for stem in sorted(stems)]
+    parts = [np.load(BytesIO(io.read_bytes(f"{stem}.npy")), allow_pickle=False) for stem in stems]
     vectors = np.concatenate(parts) if parts else np.zeros((0, meta["dim"]), np.float32)
     del parts
     EmbeddingSet(ids, vectors, meta).write(directory)
