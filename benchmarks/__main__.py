@@ -14,10 +14,12 @@ import time
 BENCHMARKS: tuple[str, ...] = (
     "embed_throughput",
     "similarity_topk",
+    "numeric_policy",
     "aggregate_judgments",
     "evaluate_protocol",
     "tasks_gold",
     "coco_scale",
+    "stage_startup",
 )
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from crisscross.core import numerics
+
+numerics.pin()  # before numpy or torch load, in every process that imports crisscross (see core/numerics)
+
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_release"]
 

@@ -26,6 +26,7 @@ from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.pipelines.stage import (
     StageArgs,
+    local_path,
     parse_args,
     read_quarantine,
     require,
@@ -45,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", required=True, help="the tasks stage output (gold items, sampling methods)")
+    parser.add_argument("--tasks", type=local_path, required=True, help="the tasks stage output (gold items, sampling methods)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     tasks = require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks")
     outputs = pipeline | "Aggregate" >> AggregateRound(judgments, tasks, settings)
     outputs.result | "Write" >> beam.Map(write, out)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(beam_result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -120,11 +121,13 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         summary["judgments"] = "none to aggregate: every task type is empty (see the tasks and annotate reports for why)"
     excluded = raters[raters["excluded"]]
     summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
-    summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
     tables = [f"{kind.lower()}.csv" for kind in sorted(facts) if kind in (*RATING_TYPES, VERIFY)]  # BISON rounds have none
-    summary["outputs"] = f"rated.parquet, {', '.join([*tables, 'raters.csv'])}, score_distribution.png, item_std.png in {stage.out}"
+    summary["outputs"] = (
+        f"rated.parquet, {', '.join([*tables, 'raters.csv'])}, score_distribution.png, item_std.png in {stage.shown(stage.out)}"
+    )
     return {
         "task_types": facts,
         "excluded_raters": len(excluded),

@@ -25,7 +25,16 @@ from crisscross.annotate.validate import summary as judgment_summary
 from crisscross.beam.annotate import CollectJudgments
 from crisscross.core import io
 from crisscross.core.settings import setting
-from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import (
+    StageArgs,
+    check_strict,
+    local_path,
+    parse_args,
+    read_quarantine,
+    require,
+    run_stage,
+    write_quarantine,
+)
 from crisscross.release.cxc import CXC_SPLITS
 
 STAGE = "annotate"
@@ -44,10 +53,14 @@ class AnnotateSettings:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--judgments", action="append", default=[], help="import: judgment files or folders; replay: a judgments parquet or cxc:<folder>"
+        "--judgments",
+        type=local_path,
+        action="append",
+        default=[],
+        help="import: judgment files or folders; replay: a judgments parquet or cxc:<folder>",
     )
-    parser.add_argument("--embeddings", help="simulate: the embed output holding the reference encoder's text vectors")
-    parser.add_argument("--items", help="simulate: the ingest output, for the captions of each image (BISON CHOOSE)")
+    parser.add_argument("--embeddings", type=local_path, help="simulate: the embed output holding the reference encoder's text vectors")
+    parser.add_argument("--items", type=local_path, help="simulate: the ingest output, for the captions of each image (BISON CHOOSE)")
     parser.add_argument("--strict", action="store_true", default=None, help="fail if any judgment is rejected")
 
 
@@ -75,7 +88,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     JUDGMENT_SOURCES.create(stage.params["source"], settings=settings)  # an unusable source fails before the pipeline runs
     outputs = pipeline | "Annotate" >> CollectJudgments(tasks, stage.params["source"], settings)
     outputs.collected | "Write" >> beam.Map(write, out)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         summary = report(out, stage)
@@ -103,8 +116,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         for kind, c in counts["by_task_type"].items()
     }
     lines["source"] = stage.params["source"] + (" (SIMULATED raters: not people)" if simulated else "")
-    lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {io.join(stage.out, 'unjudged.parquet')}"
-    lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {io.join(stage.out, 'quarantine.parquet')}"
+    lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {stage.shown(io.join(stage.out, 'unjudged.parquet'))}"
+    lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     facts = json.loads(io.read_bytes(io.join(out, "source.json")))
     return {
         **counts,

@@ -29,7 +29,7 @@ from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import CAPTIONS, EmbeddingSet, encoder_slug, set_dir
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "bison"
 DESCRIPTION = "Turn BISON's CHOOSE round into VERIFY-TRIPLE candidates and, once verified, into COCO-BISON triples (JSON + table)."
@@ -46,10 +46,12 @@ class BisonSettings:
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output (captions, images)")
-    parser.add_argument("--decoys", required=True, help="the decoys stage output (decoys.parquet)")
-    parser.add_argument("--verified", help="the VERIFY-TRIPLE round's aggregate output; without it only the candidates are written")
-    parser.add_argument("--embeddings", help="the embed output (caption vectors of bison.baselines)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (captions, images)")
+    parser.add_argument("--decoys", type=local_path, required=True, help="the decoys stage output (decoys.parquet)")
+    parser.add_argument(
+        "--verified", type=local_path, help="the VERIFY-TRIPLE round's aggregate output; without it only the candidates are written"
+    )
+    parser.add_argument("--embeddings", type=local_path, help="the embed output (caption vectors of bison.baselines)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -72,7 +74,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs = pipeline | "Bison" >> AssembleBison(inputs)
     outputs.chosen | "WriteChosen" >> beam.Map(write_chosen, out)
     outputs.triples | "WriteTriples" >> beam.Map(write_triples, out, stage)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -145,8 +147,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             summary[f"baseline {encoder}"] = f"BISON accuracy {accuracy:.1%} choosing by the other reference captions (§5.1) → baselines/"
         if verification["simulated"]:
             summary["simulated"] = "these triples come from SIMULATED raters, not people"
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     summary["outputs"] = (
-        f"candidates.parquet{', bison_annotations.json, triples.parquet, triples.csv' if stage.flags.verified else ''} in {stage.out}"
+        f"candidates.parquet{', bison_annotations.json, triples.parquet, triples.csv' if stage.flags.verified else ''} in {stage.shown(stage.out)}"
     )
     return {**facts, "rejected": count_reasons(quarantine), "summary": summary}

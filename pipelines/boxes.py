@@ -32,7 +32,16 @@ from crisscross.entities.boxes import TASKS, BoxSettings
 from crisscross.entities.coref import chain_order
 from crisscross.entities.files import linked_away, read_annotation, release_ids
 from crisscross.entities.merge import ImageResult, Imported, imported_from_annotation
-from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import (
+    StageArgs,
+    check_strict,
+    local_path,
+    parse_args,
+    read_quarantine,
+    require,
+    run_stage,
+    write_quarantine,
+)
 
 STAGE = "boxes"
 DESCRIPTION = "Collect boxes for each coreference chain (simulated crowd or a Label Studio export), merge them, write the Entities files."
@@ -61,10 +70,12 @@ FINAL_CHAINS_SCHEMA = pa.schema(
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mentions", required=True, help="the mentions output (mentions.parquet, captions.parquet)")
-    parser.add_argument("--items", default=None, help="the ingest output (images.parquet with sizes); not with --release")
-    parser.add_argument("--import", dest="imported", default=None, help="a Label Studio JSON export of the box tasks")
-    parser.add_argument("--release", default=None, help="a Flickr30k Entities folder: replay its Annotations/*.xml (sizes and boxes)")
+    parser.add_argument("--mentions", type=local_path, required=True, help="the mentions output (mentions.parquet, captions.parquet)")
+    parser.add_argument("--items", type=local_path, default=None, help="the ingest output (images.parquet with sizes); not with --release")
+    parser.add_argument("--import", type=local_path, dest="imported", default=None, help="a Label Studio JSON export of the box tasks")
+    parser.add_argument(
+        "--release", type=local_path, default=None, help="a Flickr30k Entities folder: replay its Annotations/*.xml (sizes and boxes)"
+    )
     parser.add_argument("--strict", action="store_true", default=None, help="fail if any chain or box is rejected")
 
 
@@ -150,7 +161,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         chains, mentions, captions, images, settings, int(stage.base.get("seed", 0)), imported
     )
     results | "GatherImages" >> beam.combiners.ToList() | "Write" >> beam.Map(write_results, out)
-    write_quarantine((*rejected, annotate_rejects), out)
+    write_quarantine((*rejected, annotate_rejects), out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         check_strict(stage, out)
@@ -224,8 +235,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "boxes": f"{boxes.num_rows:,} after merging ({counts.get('boxes_drawn', 0):,} drawn, {counts.get('merged_boxes', 0):,} merged away, "
         f"{counts.get('merged_chains', 0):,} chains merged)",
         "answers": ", ".join(f"{t} {n:,}" for t, n in tasks.items()),
-        "rejected": f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}",
-        "outputs": f"release/Sentences, release/Annotations, label_studio/, boxes.parquet, chains.parquet in {stage.out}",
+        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "outputs": f"release/Sentences, release/Annotations, label_studio/, boxes.parquet, chains.parquet in {stage.shown(stage.out)}",
     }
     return {
         "boxes": boxes.num_rows,

@@ -44,6 +44,11 @@ _stage(
     "crisscross.pipelines.positives",
     "VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",
 )
+_stage(
+    "worker-pool",
+    "crisscross.pipelines.worker_pool",
+    "Beam's external worker pool under the numeric policy, for portable runners (Flink, Spark)",
+)
 _stage("serve", "crisscross.pipelines.serve", "tasks → the rater app (CxC / ECCV interfaces, judgments in a database); add-rater, status")
 _stage("mentions", "crisscross.pipelines.mentions", "captions or Flickr30k Entities Sentences → typed noun-phrase mentions")
 _stage("coref", "crisscross.pipelines.coref", "mentions → cross-caption coreference chains (O(|M|·|C|) links, verification)")

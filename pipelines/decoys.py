@@ -21,14 +21,14 @@ from crisscross.candidates.bison import DecoySettings, decoy_candidates, decoys_
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import COCAPTION_MEAN, set_dir
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "decoys"
 DESCRIPTION = "Find each image's BISON decoy: its nearest other image by the mean word embedding of its captions."
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output (images.parquet, captions.parquet)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (images.parquet, captions.parquet)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     require(io.join(means, "vectors.npy"), "embed", f" with text encoder {settings.encoder!r} (decoys.encoder)")
     outputs = pipeline | "Decoys" >> FindDecoys(stage.flags.items, stage.inputs, settings)
     gather("GatherDecoys", outputs.decoys) | "Write" >> beam.Map(write, out)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -75,8 +75,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     summary = {
         "decoys": f"{len(decoys):,} of {images:,} images have a decoy under text/{facts['encoder']} co-caption means",
-        "rejected": f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}",
-        "outputs": f"decoys.parquet, candidates.parquet in {stage.out}",
+        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "outputs": f"decoys.parquet, candidates.parquet in {stage.shown(stage.out)}",
     }
     if len(decoys):
         summary["similarity"] = f"median cosine {facts['similarity']['median']:.3f} (min {facts['similarity']['min']:.3f})"

@@ -20,7 +20,7 @@ from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 from crisscross.release.cxc import CXC_FILES
 
 STAGE = "derive"
@@ -29,7 +29,7 @@ DESCRIPTION = "Derive CxC caption–image (C2I) candidates from rated caption an
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output (captions.parquet)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (captions.parquet)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs = pipeline | "Derive" >> DeriveC2I(rated, captions, settings, int(stage.base.get("seed", 0)))
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
     outputs.facts | "WriteFacts" >> beam.Map(lambda facts: io.write_json(io.join(out, "facts.json"), facts))
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -95,8 +95,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         )
     if facts["ignored"]:
         summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
-    summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.out}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.shown(stage.out)}"
     return {
         "candidates": counts,
         "quota": facts["quota"],

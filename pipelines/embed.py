@@ -29,9 +29,11 @@ class EmbedSettings:
     text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS
     image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
     batch_size: int = setting(64, low=1)
-    # CPU threads per worker process for BLAS / torch; 0: the worker machine's cores divided by the
-    # worker processes on it (--direct_num_workers in multi_processing mode), so workers never oversubscribe.
-    threads: int = setting(0, low=0)
+    # CPU threads per worker process for BLAS / torch.  OpenBLAS and torch split their sums by thread,
+    # so the vectors' last bits follow this number: the default 1 gives the same bytes on any machine
+    # and for any worker count (run more worker processes for speed); 0 = the worker machine's cores
+    # divided by its worker processes (faster in one process; bytes then follow the core count).
+    threads: int = setting(1, low=0)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -85,10 +87,11 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
                 int(stage.params["batch_size"]),
                 int(stage.params["threads"]),
                 processes,
+                stage.root,
             )
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
             skipped.append(outputs.skipped)
-    write_quarantine(tuple(rejected), out)
+    write_quarantine(tuple(rejected), out, stage.root)
     gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(
         write_skipped, io.join(out, "skipped.parquet")
     )
@@ -129,5 +132,5 @@ def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: 
         if stats.get("tokens"):
             line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
         summary[f"{modality}:{spec}"] = line
-    summary["quarantine"] = f"{len(quarantine)} records → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["quarantine"] = f"{len(quarantine)} records → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     return {"encoders": per_encoder, "rejected": count_reasons(quarantine), "summary": summary}

@@ -49,9 +49,11 @@ from crisscross.evaluate.report import markdown, recall_at_k_png
 from crisscross.evaluate.tables import read_bison, read_labels
 from crisscross.pipelines.stage import (
     StageArgs,
+    local_path,
     parse_args,
     read_quarantine,
     run_stage,
+    source_spec,
     write_quarantine,
 )
 
@@ -66,19 +68,25 @@ HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output: the gallery (every image and caption, in source order)")
+    parser.add_argument(
+        "--items", type=local_path, required=True, help="the ingest output: the gallery (every image and caption, in source order)"
+    )
     parser.add_argument(
         "--truth",
+        type=source_spec,
         action="append",
         required=True,
         help="ground truth by name, repeatable: coco, eccv (eccv-caption's R), eccv-gallery, cxc:<folder> (CxC paper), "
         "cxc-eccv:<folder> (eccv-caption's CxC), release:<folder>",
     )
     parser.add_argument(
-        "--labels", help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)"
+        "--labels",
+        type=local_path,
+        help="optional class labels for PMRP: parquet/CSV with image_id and labels (class numbers, ';'-separated in CSV)",
     )
     parser.add_argument(
         "--bison",
+        type=local_path,
         help="optional BISON triples: parquet/CSV with caption, target, decoy (canonical ids), or COCO-BISON's JSON "
         "(bison_annotations.cocoval2014.json, the bison stage's bison_annotations.json)",
     )
@@ -87,6 +95,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("evaluate", DESCRIPTION, argv, DEFAULTS, add_flags)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+
+
+def _shown_note(stage: StageArgs, key: str, value: str) -> str:
+    """A truth's note for the report; its ``source`` (files, comma-joined) relative to the project."""
+    return ",".join(stage.shown(path) for path in value.split(",")) if key == "source" else value
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -133,11 +146,15 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         rejected += bad
     positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
     models = {name: spec for name, spec in specs.items() if name not in skipped}
-    inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison)
+    inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison, stage.root)
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
-    truth_notes = {f"{name} {key}": value for name, truth in sorted(truths.items()) for key, value in sorted(truth.notes.items())}
+    truth_notes = {
+        f"{name} {key}": _shown_note(stage, key, value)
+        for name, truth in sorted(truths.items())
+        for key, value in sorted(truth.notes.items())
+    }
     gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes, galleries)
-    write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out)
+    write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         summary = report(out, stage, gallery, plan)
@@ -194,8 +211,8 @@ def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) ->
                 if kind in metrics.get("spearman", {}):
                     parts.append(f"{kind} ρ {100 * metrics['spearman'][kind]:.1f}±{100 * metrics['spearman_std'][kind]:.1f}")
             summary[f"{model} / {truth}"] = "; ".join(parts) or "nothing this model can score"
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
-    summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.out}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.shown(stage.out)}"
     protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
     return {
         "models": plan,

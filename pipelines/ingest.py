@@ -18,7 +18,7 @@ from crisscross.core.settings import setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
-from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, check_strict, local_path, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
 
@@ -32,7 +32,7 @@ class IngestSettings:
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--images", default=None, help="directory holding the image files (optional: text-only builds)")
+    parser.add_argument("--images", default=None, type=local_path, help="directory holding the image files (optional: text-only builds)")
     parser.add_argument("--strict", action="store_true", default=None, help="fail if any record is rejected")
 
 
@@ -44,7 +44,8 @@ def main(argv: list[str]) -> dict[str, Any]:
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     reader = READERS.create(stage.params["reader"], **stage.params["reader_options"])
     images_dir = stage.flags.images or None
-    outputs = pipeline | "Ingest" >> IngestItems(reader, stage.inputs, images_dir, stage.params["max_text_length"])
+    ingest = IngestItems(reader, stage.inputs, images_dir, stage.params["max_text_length"], root=stage.root)
+    outputs = pipeline | "Ingest" >> ingest
     for name, batches, to_table, schema in (
         ("images", outputs.images, images_table, IMAGES_SCHEMA),
         ("captions", outputs.captions, captions_table, CAPTIONS_SCHEMA),
@@ -54,7 +55,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         gather(f"Gather{name.title()}", tables) | f"Write{name.title()}" >> beam.Map(
             lambda parts, path=path, schema=schema: io.write_parquet(path, sorted_by_id(parts, schema))
         )
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         check_strict(stage, out)
@@ -72,14 +73,14 @@ def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]
     without_pixels = [row["image_id"] for row in images.select(["image_id", "pixels"]).to_pylist() if row["pixels"] != "ok"]
     warnings = []
     if images_dir and not io.exists(images_dir):
-        warnings.append(f"--images {images_dir} does not exist: every image is without pixels (a text-only build)")
+        warnings.append(f"--images {stage.shown(images_dir)} does not exist: every image is without pixels (a text-only build)")
     if images.num_rows == 0 and not quarantine:
-        warnings.append(f"{stage.inputs} holds no records")
+        warnings.append(f"{stage.shown(stage.inputs)} holds no records")
     rejected_line = "; ".join(f"{kind} {reason} {n}" for kind, reasons in rejected.items() for reason, n in reasons.items())
     return {
-        "source": stage.inputs,
+        "source": stage.shown(stage.inputs),
         "reader": stage.params["reader"],
-        "images_dir": images_dir,
+        "images_dir": images_dir and stage.shown(images_dir),
         "images": images.num_rows,
         "captions": captions.num_rows,
         "pixels": pixels,
@@ -87,9 +88,9 @@ def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]
         "rejected": rejected,
         "rejected_total": len(quarantine),
         "summary": {
-            "read": f"{stage.inputs} with reader {stage.params['reader']}",
+            "read": f"{stage.shown(stage.inputs)} with reader {stage.params['reader']}",
             "kept": f"{images.num_rows} images ({', '.join(f'{n} {k}' for k, n in pixels.items())} pixels), {captions.num_rows} captions",
-            "rejected": f"{len(quarantine)} ({rejected_line or 'none'}) → {stage.out}/quarantine.parquet",
+            "rejected": f"{len(quarantine)} ({rejected_line or 'none'}) → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
             **({"WARNING": "; ".join(warnings)} if warnings else {}),
         },
         "warnings": warnings,

@@ -20,16 +20,16 @@ from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.core.registry import Registry
 from crisscross.entities.localize import LocalizeSettings, read_proposals
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "localize"
 DESCRIPTION = "Evaluate phrase localization (R@1, R@K at IoU 0.5, AP per phrase type) from scored box proposals."
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mentions", required=True, help="the mentions output (mentions.parquet)")
-    parser.add_argument("--items", required=True, help="the ingest output (images.parquet with sizes)")
-    parser.add_argument("--proposals", default=None, help="proposals JSON lines (localize.proposals: file)")
+    parser.add_argument("--mentions", type=local_path, required=True, help="the mentions output (mentions.parquet)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (images.parquet with sizes)")
+    parser.add_argument("--proposals", type=local_path, default=None, help="proposals JSON lines (localize.proposals: file)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     given, rejected = PROPOSALS.create(settings.proposals, pipeline=pipeline, stage=stage)
     metrics, unknown = pipeline | "Localize" >> LocalizePhrases(paths, settings, int(stage.base.get("seed", 0)), given)
     metrics | "Write" >> beam.Map(write_metrics, out, settings.k)
-    write_quarantine((rejected, unknown), out)
+    write_quarantine((rejected, unknown), out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -107,6 +107,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "phrases": f"{overall['instances']:,} with boxes ({stage.settings.proposals} proposals)",
         "overall": f"R@1 {overall['r_at_1']:.1f}, R@{k} {overall[f'r_at_{k}']:.1f}, mean AP {overall['mean_ap']:.1f}",
         "AP by type": ", ".join(f"{kind} {m['ap']:.1f}" for kind, m in metrics.items() if kind != "overall"),
-        "rejected": f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}",
+        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
     }
     return {"metrics": metrics, "rejected": count_reasons(quarantine), "summary": summary}

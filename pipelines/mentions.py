@@ -56,7 +56,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         | "WriteCaptions" >> beam.Map(lambda rows: io.write_parquet(io.join(out, "captions.parquet"), captions_table(rows)))
     )
     outputs.skipped | "WriteSkipped" >> beam.Map(lambda counts: io.write_json(io.join(out, "skipped.json"), counts))
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         check_strict(stage, out)
@@ -76,7 +76,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "mentions": f"{mentions.num_rows:,} in {captions.num_rows:,} captions ({mentions.num_rows / n_captions:.2f} per caption)",
         "types": ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items())),
         "left out": ", ".join(f"{n:,} {why}" for why, n in sorted(skipped.items())) or "nothing",
-        "rejected": f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}",
+        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
     }
     return {
         "mentions": mentions.num_rows,

@@ -28,18 +28,23 @@ from crisscross.beam.positives import BuildPositives, PositivesInputs, found_by
 from crisscross.candidates.machine import ANNOTATORS_FILE, read_queries
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, source_spec, write_quarantine
 
 STAGE = "positives"
 DESCRIPTION = "Merge verified positives with the original (and other truths') pairs into an ECCV-shaped ground truth; audit annotator bias."
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--filter", required=True, help="the filter stage's output (candidates.parquet, queries.parquet, annotators.json)")
-    parser.add_argument("--items", required=True, help="the ingest output: the gallery and its original pairs")
-    parser.add_argument("--embeddings", required=True, help="the embed output: the annotators' (and audit models') vectors")
+    parser.add_argument(
+        "--filter", type=local_path, required=True, help="the filter stage's output (candidates.parquet, queries.parquet, annotators.json)"
+    )
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output: the gallery and its original pairs")
+    parser.add_argument(
+        "--embeddings", type=local_path, required=True, help="the embed output: the annotators' (and audit models') vectors"
+    )
     parser.add_argument(
         "--merge",
+        type=source_spec,
         action="append",
         default=[],
         help="a ground truth whose i2t / t2i positives join, repeatable (as evaluate --truth: release:build/sits/rated, cxc:<folder>)",
@@ -68,11 +73,12 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         annotator_specs=json.loads(io.read_bytes(io.join(flags.filter, ANNOTATORS_FILE))),
         audit_models=dict(settings.audit_models),
         audit_annotators=settings.audit_annotators,
+        root=stage.root,
     )
     outputs = pipeline | "Positives" >> BuildPositives(inputs)
     outputs.merged | "Write" >> beam.Map(write_truth, out, flags.filter)
     outputs.audit | "WriteAudit" >> beam.Map(lambda audit: io.write_json(io.join(out, "bias_audit.json"), audit))
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -127,8 +133,10 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             f"{entry['positives_found_alone']:,} sole finds removed; τ-b of {len(audit['models'])} models' rankings, full vs reduced: {shown or 'n/a'}"
         )
     summary["audit models"] = ", ".join(audit["models"]) or "none"
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
-    summary["outputs"] = f"eccv_image_to_caption.json, eccv_caption_to_image.json, positives.parquet, bias_audit.json in {stage.out}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["outputs"] = (
+        f"eccv_image_to_caption.json, eccv_caption_to_image.json, positives.parquet, bias_audit.json in {stage.shown(stage.out)}"
+    )
     return {
         "counts": counts,
         "audit": {k: v for k, v in audit.items() if k != "scores"},

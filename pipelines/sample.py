@@ -14,7 +14,7 @@ from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, Candidat
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, run_stage, write_quarantine
 
 DESCRIPTION = (
     "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
@@ -22,7 +22,7 @@ DESCRIPTION = (
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output (captions.parquet, images.parquet)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (captions.parquet, images.parquet)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         bool(params["allow_cross_method"]),
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, i2i, c2c)
@@ -97,6 +97,6 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
             )
             line += f"; {facts['left_out']} left out ({why})"
         summary[space] = line
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
-    summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.out}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.shown(stage.out)}"
     return {"candidates": counts, "coverage": coverage, "rejected": count_reasons(quarantine), "summary": summary}

@@ -70,7 +70,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         )
         target = io.join(out, space, "neighbours.parquet")
         gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
-    write_quarantine(tuple(rejected), out)
+    write_quarantine(tuple(rejected), out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, backend, plan, k)
@@ -118,5 +118,5 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
         if facts["rows"] < 2:
             line += "; fewer than two rows, so an empty neighbour table (images without pixels leave S^V empty)"
         summary[space] = line
-    summary["quarantine"] = f"{len(quarantine)} rows excluded → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["quarantine"] = f"{len(quarantine)} rows excluded → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     return {"spaces": per_space, "excluded": count_reasons(quarantine), "summary": summary}

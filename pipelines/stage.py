@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from crisscross.beam.common import gather
-from crisscross.core import io
+from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
 from crisscross.core.settings import params_of, setting, settings_from_params
@@ -34,6 +34,9 @@ LOG = logging.getLogger("crisscross")
 
 @dataclass
 class StageArgs:
+    """A stage's command line.  ``inputs``, ``out`` and every :func:`local_path` flag are absolute
+    (workers of a portable runner start in other directories); reports name them with :meth:`shown`."""
+
     name: str
     inputs: str
     out: str
@@ -42,6 +45,22 @@ class StageArgs:
     flags: argparse.Namespace
     beam_args: list[str] = field(default_factory=list)
     settings: Any = None  # the checked settings, for stages that declare a settings class
+    root: str = field(default_factory=os.getcwd)  # the launching directory: outputs record paths relative to it
+
+    def shown(self, path: str) -> str:
+        """A path as reports and outputs name it: relative to the launching directory (the project root)."""
+        return io.shown(path, self.root)
+
+
+def local_path(value: str) -> str:
+    """The argparse ``type`` of a flag naming a file or folder (or a ``name:path`` source): absolute."""
+    return io.located(value)
+
+
+def source_spec(value: str) -> str:
+    """The argparse ``type`` of a ground-truth spec: a bare name (``coco``) as it is, the folders of
+    ``name:folder[,folder…]`` absolute."""
+    return io.located_source(value)
 
 
 ROUNDS = "rounds"  # per-round overrides of stage sections (--round)
@@ -142,7 +161,7 @@ def parse_args(
         add_flags(parser)
     flags, beam_args = parser.parse_known_args(argv)
     params, base, settings = load_params(flags.params, name, defaults, flags.round)
-    return StageArgs(name, flags.inputs, flags.out.rstrip("/"), params, base, flags, beam_args, settings)
+    return StageArgs(name, local_path(flags.inputs), io.absolute(flags.out), params, base, flags, beam_args, settings)
 
 
 def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
@@ -166,6 +185,7 @@ def run_stage(stage: StageArgs, build: Build) -> dict[str, Any]:
     which writes the report (it may raise, e.g. under ``--strict``) and returns it.
     """
     configure_logging()
+    numerics.check(stage.name)  # the launcher is a worker too under the in-process runner
     started = time.perf_counter()
     if is_dry_run(stage.beam_args):
         pipeline = make_pipeline(stage.beam_args)
@@ -188,7 +208,7 @@ def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -
     """Wall time and peak memory go to the terminal only: ``report.json`` stays byte-identical
     across runs.  With the in-process runner the peak RSS includes the workers."""
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    lines = [f"{stage.name}: done in {seconds:.1f}s, peak RSS {peak_mib:.0f} MiB → {stage.out}"]
+    lines = [f"{stage.name}: done in {seconds:.1f}s, peak RSS {peak_mib:.0f} MiB → {stage.shown(stage.out)}"]
     for key, value in report.get("summary", {}).items():
         lines.append(f"  {key}: {value}")
     print("\n".join(lines), file=sys.stdout, flush=True)
@@ -204,12 +224,13 @@ def configure_logging() -> None:
 QUARANTINE = "quarantine.parquet"
 
 
-def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], out: str) -> None:
-    """Every stage's rejects, as one sorted table ``<out>/quarantine.parquet``."""
+def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], out: str, root: str | None = None) -> None:
+    """Every stage's rejects, as one sorted table ``<out>/quarantine.parquet``; with ``root``
+    (``StageArgs.root``) the files they came from are named relative to it."""
     if isinstance(rejected, tuple):
         rejected = rejected | "AllRejected" >> beam.Flatten()
     gather("GatherRejected", rejected) | "WriteQuarantine" >> beam.Map(
-        lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows))
+        lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows, root))
     )
 
 
@@ -240,7 +261,7 @@ def check_strict(stage: StageArgs, out: str) -> None:
     if strict:
         counts = count_reasons(read_quarantine(out))
         if counts:
-            raise RejectionError(stage.name, counts, str(io.failed_path(stage.out) / QUARANTINE))
+            raise RejectionError(stage.name, counts, stage.shown(str(io.failed_path(stage.out) / QUARANTINE)))
 
 
 def worker_processes(beam_args: list[str]) -> int:

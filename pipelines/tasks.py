@@ -22,7 +22,7 @@ from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "tasks"
 BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
@@ -32,9 +32,12 @@ DESCRIPTION = (
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--items", required=True, help="the ingest output (caption texts, image paths)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (caption texts, image paths)")
     parser.add_argument(
-        "--embeddings", required=True, help="the embed output (known negatives are far apart under every encoder named in params)"
+        "--embeddings",
+        type=local_path,
+        required=True,
+        help="the embed output (known negatives are far apart under every encoder named in params)",
     )
 
 
@@ -55,7 +58,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     seed = int(stage.base.get("seed", 0))
     outputs = pipeline | "Tasks" >> BuildTasks(candidates, stage.flags.items, stage.flags.embeddings, settings, seed, batched=batched)
     outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings, seed)
-    write_quarantine(outputs.rejected, out)
+    write_quarantine(outputs.rejected, out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage)
@@ -96,8 +99,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     needed = len(tasks) * replicas
     summary["judgments needed"] = f"{needed:,} ({len(tasks):,} task rows × {replicas} raters)"
-    summary["rejected"] = f"{len(quarantine)} → {io.join(stage.out, 'quarantine.parquet')}"
+    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     summary["outputs"] = (
-        f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.out}; answer_key.csv is for you, not raters"
+        f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )
     return {"task_types": per_type, "judgments_needed": needed, "rejected": count_reasons(quarantine), "summary": summary}

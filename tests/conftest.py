@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import crisscross  # noqa: F401  (first of the project: it sets the numeric policy before numpy or torch load)
+
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", PROJECT.parent / "shared" / "data"))
 DEMO = PROJECT / "data" / "demo"
@@ -65,13 +67,91 @@ def char_models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, A
 @pytest.fixture(scope="session")
 def demo_chain(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ingest → embed → similarity → sample on the embedded demo with the project's params, once per
-    session: ``<root>/build/{items,embeddings,similarity,candidates}`` (tests add their own folders)."""
-    from crisscross.pipelines import embed, ingest, sample, similarity
+    run (``tests/shared_builds.py``), copied into this session's own folder:
+    ``<root>/build/{items,embeddings,similarity,candidates}`` (tests add their own folders)."""
+    import shutil
 
+    from crisscross.pipelines import embed, ingest, sample, similarity
+    from tests.shared_builds import shared_build
+
+    def chain(root: Path) -> None:
+        build, params = root / "build", ["--params", str(PROJECT / "params.yaml")]
+        ingest.main(
+            ["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(build / "items"), *params]
+        )
+        embed.main(["--in", str(build / "items"), "--out", str(build / "embeddings"), *params])
+        similarity.main(["--in", str(build / "embeddings"), "--out", str(build / "similarity"), *params])
+        sample.main(["--in", str(build / "similarity"), "--items", str(build / "items"), "--out", str(build / "candidates"), *params])
+
+    built = shared_build(tmp_path_factory, "demo-chain", [PROJECT / "params.yaml", demo_dir / "captions.jsonl", demo_dir / "images"], chain)
     build = tmp_path_factory.mktemp("demo-chain") / "build"
-    params = ["--params", str(PROJECT / "params.yaml")]
-    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(build / "items"), *params])
-    embed.main(["--in", str(build / "items"), "--out", str(build / "embeddings"), *params])
-    similarity.main(["--in", str(build / "embeddings"), "--out", str(build / "similarity"), *params])
-    sample.main(["--in", str(build / "similarity"), "--items", str(build / "items"), "--out", str(build / "candidates"), *params])
+    shutil.copytree(built / "build", build)
     return build
+
+
+@pytest.fixture(scope="session")
+def demo_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the Quickstart's first command makes, once per run (``tests/shared_builds.py``): a git
+    copy of the project at ``<root>/main``, committed, whose ``dvc repro`` ran from a fresh state
+    (no ``dvc.lock``, no build) under the salt ``DEMO_SALT``; its output is in ``<root>/repro.out``.
+    Tests only read it: ``copy_built_project`` gives a copy to work in."""
+    import subprocess
+
+    from tests.shared_builds import copy_project, project_env, shared_build
+
+    def repro(root: Path) -> None:
+        project, env = root / "main", project_env()
+        copy_project(PROJECT, project)
+        for command in (
+            ["git", "init", "-q"],
+            ["git", "add", "-A"],
+            ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
+        ):
+            subprocess.run(command, cwd=project, check=True, env=env, capture_output=True)
+        (project / "dvc.lock").unlink(missing_ok=True)
+        run = subprocess.run(["dvc", "repro"], check=False, cwd=project, capture_output=True, text=True, env=env)
+        assert run.returncode == 0, f"dvc repro exited {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+        (root / "repro.out").write_text(run.stdout)
+
+    return shared_build(tmp_path_factory, "demo-repro", [PROJECT / "dvc.yaml", PROJECT / "params.yaml"], repro)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """How ``--dist loadgroup`` (the default run, ``pyproject.toml``) shares the tests out between
+    the two workers: a test marked ``xdist_group("<name>")`` runs on the worker that runs the rest of
+    its group, one after another ("e2e": whole builds through DVC or the README; "karpathy": the real
+    test split's build and what reads it); the tests of a module that share a module-scoped fixture
+    go to one worker together (so it is built once, not once per worker, nor again after a test of
+    another module ran in between); the marked groups start first, then the modules, then single
+    tests fill in (``--no-loadscope-reorder`` keeps this order).
+
+    xdist marks a group by a ``@<group>`` suffix on the node ids, which pytest-xdist 3.8 writes to
+    ``item._nodeid``; pytest 9.2 keeps node ids in ``item._id`` and ignores that, so groups silently
+    stop working (pytest-dev/pytest-xdist#1386): the suffix is set here."""
+    if not getattr(config.option, "loadgroup", False):  # True only on an xdist worker under --dist loadgroup
+        return
+    try:
+        from _pytest.nodes import NodeId
+    except ImportError:  # pytest before 9.2: the node id is item._nodeid
+        NodeId = None
+
+    rank: dict[str, int] = {}
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        group, order = "_".join(names), 0
+        fixtures = getattr(item, "_fixtureinfo", None)
+        scopes = {d[-1].scope for d in fixtures.name2fixturedefs.values() if d} if fixtures is not None else set()
+        if not group and scopes & {"module", "class", "package"}:
+            group, order = item.nodeid.split("::")[0].removeprefix("tests/").removesuffix(".py"), 1
+        if group:
+            if not item.nodeid.endswith(f"@{group}"):
+                if NodeId is not None and isinstance(getattr(item, "_id", None), NodeId):
+                    item._id = NodeId.parse(f"{item.nodeid}@{group}")
+                else:
+                    item._nodeid = f"{item.nodeid}@{group}"
+            rank[item.nodeid] = order
+    # A worker is given its next unit when two of its tests are left: within the marked groups the
+    # later modules, which hold the longest builds (the README's, the shared ones' first users), go first.
+    position = {item.nodeid: i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.nodeid, 2), -position[item.nodeid] if rank.get(item.nodeid) == 0 else position[item.nodeid]))

@@ -14,6 +14,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+from tests.serve.round import free_port
+from tests.shared_builds import new_home
+
 PROJECT = Path(__file__).resolve().parents[1]
 
 
@@ -27,6 +32,11 @@ def readme_commands(program: str = "crisscross") -> list[str]:
             if line.startswith(f"{program} "):
                 commands.append(" ".join(line.split()))
     return commands
+
+
+def is_portable(command: str) -> bool:
+    """A command of the README's portable-runner example (a worker pool, a stage sent to a job service)."""
+    return "--runner=PortableRunner" in command or command.startswith("crisscross worker-pool --port")
 
 
 def wait_for(url: str, server: subprocess.Popen, seconds: float = 60) -> None:
@@ -58,26 +68,37 @@ def test_every_readme_pipeline_is_run_by_a_test() -> None:
         assert f'"dvc", "repro", "{target[0]}"' in tested, f"no test runs dvc repro {target[0]}"
 
 
+@pytest.mark.xdist_group("e2e")
 def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
+    """Run alongside other tests (and other people's runs): no build or release of the project's own
+    folder is copied (a fresh clone has none), the rater app takes a free port rather than the
+    README's 8000, and the home folder, where the release keeps its salt file, is a new one."""
     root = tmp_path / "work"
     project = root / "main"
-    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(".git", "build", ".dvc", "*.failed", "__pycache__", ".*.staging-*"))
+    ignored = (".git", "build", "releases", ".dvc", "*.failed", "__pycache__", ".*.staging-*")
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(*ignored))
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
+    env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
     servers = []
     try:
         for command in readme_commands():
+            if is_portable(command):
+                continue  # tests/pipelines/test_portable_runner.py runs them, with its own job service and worker pool
             args = shlex.split(command)
+            if args[1:2] == ["serve"]:  # the README's port 8000 may be taken
+                args = [arg.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for arg in args]
+                args = [str(port) if arg == "8000" and args[i - 1] == "--port" else arg for i, arg in enumerate(args)]
             if args[1:2] == ["serve"] and args[2].startswith("--"):  # the rater app runs until stopped
-                servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+                servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
                 wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/signin", servers[-1])
                 continue
-            run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False)
+            run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False, env=env)
             assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
             if "--out" in args:  # every stage reports; a release's report is its release.json
                 out = project / args[args.index("--out") + 1]
                 assert (out / "report.json").is_file() or (out / "release.json").is_file(), command
             if args[1:3] == ["serve", "add-rater"]:
-                assert "http://127.0.0.1:8000/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
+                assert f"http://127.0.0.1:{port}/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
     finally:
         for server in servers:
             server.terminate()
@@ -87,10 +108,32 @@ def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
     assert "cxc-test" in report and "eccv" in report
 
 
+def karpathy_slice(shared_data: Path, data: Path, photos: int, others: int) -> tuple[int, int]:
+    """``data`` laid out as ``shared/data`` for the README experiment, whose ``test5k.jsonl`` keeps the
+    captions of the split's first ``photos`` images that have a photo and first ``others`` that do not
+    (in the file's order); the photos, their attribution and the rest are the real ones. Returns
+    (images with a photo, images)."""
+    folder = shared_data / "coco-images" / "karpathy-test"
+    have = {path.name for path in folder.glob("*.jpg")}
+    lines = (shared_data / "coco-karpathy" / "test5k.jsonl").read_text(encoding="utf-8").splitlines()
+    names = list(dict.fromkeys(json.loads(line)["file_name"] for line in lines))
+    keep = {*[n for n in names if n in have][:photos], *[n for n in names if n not in have][:others]}
+    (data / "coco-karpathy").mkdir(parents=True)
+    (data / "coco-karpathy" / "test5k.jsonl").write_text(
+        "".join(line + "\n" for line in lines if json.loads(line)["file_name"] in keep), encoding="utf-8"
+    )
+    (data / "coco-images").symlink_to(shared_data / "coco-images", target_is_directory=True)
+    return len(keep & have), len(keep)
+
+
+@pytest.mark.xdist_group("e2e")
 def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
-    """The README's ``dvc exp run`` on the Karpathy test split (5,000 images, 370 with photos, a third
-    text encoder), from a git copy of the project as a new user has it: every stage, both rounds,
-    and an image encoder scored on the images it covers (minutes: the whole build on real data)."""
+    """The README's ``dvc exp run`` on the Karpathy test split (a third text encoder, an image encoder
+    for the images with photos), from a git copy of the project as a new user has it: every stage,
+    both rounds, and an image encoder scored on the images it covers. It runs on a slice of the split
+    (``karpathy_slice``: 40 images with photos and 40 without, about the demo's size) to keep the
+    suite short; the whole split's build, with its 370 of 5,000 images covered, is ``karpathy_test``'s,
+    scored in ``tests/pipelines/test_evaluate_stage.py``."""
     (experiment,) = [command for command in readme_commands("dvc") if command.startswith("dvc exp run ")]
     root = tmp_path / "work"
     project = root / "main"
@@ -98,8 +141,9 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     for name in files:
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT / name, project / name)
-    (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
+    covered, images = karpathy_slice(shared_data, root / "shared" / "data", photos=40, others=40)
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.update(new_home(tmp_path / "home"))  # the release's salt file goes to a new home folder, as a new user's would
     for command in (
         ["git", "init", "-q"],
         ["git", "add", "-A"],
@@ -108,7 +152,7 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
         subprocess.run(command, cwd=project, check=True, env=env)
     run = subprocess.run(shlex.split(experiment), cwd=project, capture_output=True, text=True, check=False, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "efficientnet-lite0 gallery: covered" in run.stdout and "370 of 5,000 images" in run.stdout
+    assert "efficientnet-lite0 gallery: covered" in run.stdout and f"{covered} of {images:,} images" in run.stdout
     assert (project / "build" / "embeddings" / "text" / "minilm" / "captions" / "vectors.npy").is_file()
     assert "minilm / coco: t2t R@1/5/10" in run.stdout  # an encoder added to embed is evaluated without a second edit
     audit = json.loads((project / "build" / "positives" / "bias_audit.json").read_text())

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import io
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, TASK_TYPES
+
+if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a figure is drawn, not with the stage command
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 SCORE_BIN_WIDTH = 0.5
 STD_BIN_WIDTH = 0.1
@@ -84,6 +85,8 @@ def item_std_png(stats: pd.DataFrame, *, simulated: bool = False, title: str = "
 
 def png_bytes(figure: Figure) -> bytes:
     """The figure as PNG, without the Software text so the bytes depend only on the content."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(figure)  # renders with Agg whatever pyplot's backend is
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
@@ -111,6 +114,9 @@ def _histograms(
     notes: dict[str, str],
 ) -> Figure:
     """One panel per task type (``value`` column), one series per sampling method."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
     frame = frame.assign(task_type=frame["task_type"].astype(str), sampling_method=frame["sampling_method"].astype(str))
     panels = _panel_order(set(frame["task_type"]) | set(notes))
     methods = sorted(set(frame["sampling_method"]) - {ALL})

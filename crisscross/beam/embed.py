@@ -39,7 +39,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from threadpoolctl import threadpool_limits
 
 from crisscross.beam.common import REJECTED, default_threads, gather
-from crisscross.core import io
+from crisscross.core import io, numerics
 from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.quarantine import reject
 from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
@@ -168,11 +168,13 @@ class EncodeBatches(beam.DoFn):
         total: int,
         threads: int,
         processes: int,
+        root: str | None = None,
     ) -> None:
         self._spec = spec
         self._modality = modality
         self._dataset_ids = dataset_ids
         self._parse_id = parse_id
+        self._root = root
         self._total = total
         self._threads = threads
         self._processes = processes
@@ -180,10 +182,12 @@ class EncodeBatches(beam.DoFn):
         self._models = Shared()  # one handle per encoder step: its DoFn instances in a process share one model
 
     def setup(self) -> None:
+        numerics.check(f"embed {self._spec}")
         threads = self._threads or default_threads(self._processes)
-        encoder = build_encoder(self._spec, self._modality)
+        spec = io.located_source(self._spec, self._root)  # a precomputed file relative to the launching directory
+        encoder = build_encoder(spec, self._modality)
         if encoder.needs_payload:
-            self._loaded = shared_model(self._models, self._spec, self._modality, threads)
+            self._loaded = shared_model(self._models, spec, self._modality, threads)
         else:  # id-keyed encoders are bound to this dataset; cheap to build, not shared
             encoder.load()
             encoder.bind(self._dataset_ids, self._parse_id)
@@ -201,7 +205,7 @@ class EncodeBatches(beam.DoFn):
         keep = [i for i, ok in enumerate(covered) if ok]
         ids, payloads, groups = [ids[i] for i in keep], [payloads[i] for i in keep], [groups[i] for i in keep]
         if self._modality == IMAGE and encoder.needs_payload:
-            ids, payloads, groups, unreadable = _decode_images(ids, payloads, groups, self._spec)
+            ids, payloads, groups, unreadable = _decode_images(ids, payloads, groups, self._spec, self._root)
             for rejected in unreadable:
                 Metrics.counter(self._namespace, "rejected/unreadable-image").inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, rejected)
@@ -242,11 +246,14 @@ class EncodeBatches(beam.DoFn):
             LOG.info("%s: %d of %d items encoded on this worker", self._spec, self._done, self._total)
 
 
-def _decode_images(ids: list[str], paths: list[str], groups: list[str], spec: str) -> tuple[list[str], list[Any], list[str], list[Any]]:
+def _decode_images(
+    ids: list[str], paths: list[str], groups: list[str], spec: str, root: str | None
+) -> tuple[list[str], list[Any], list[str], list[Any]]:
+    """Decoded pixels of each image; ``paths`` as the items table records them (relative to ``root``)."""
     kept_ids, pixels, kept_groups, rejected = [], [], [], []
     for item_id, path, group in zip(ids, paths, groups, strict=True):
         try:
-            pixels.append(load_rgb(path))
+            pixels.append(load_rgb(io.absolute(path, root)))
         except UnreadableImageError as error:
             rejected.append(reject("image", item_id, "unreadable-image", str(error), path, {"id": item_id, "path": path, "encoder": spec}))
             continue
@@ -326,6 +333,7 @@ class EmbedItems(beam.PTransform):
     pipeline construction, so the written metadata does not depend on which worker wrote it.
     ``dataset_ids`` are only needed by id-keyed encoders (precomputed vectors) and may be empty.
     ``threads`` per worker process (0: the worker machine's cores shared by ``processes`` processes).
+    Image paths in the table are relative to ``root`` (the launching directory) unless absolute or URIs.
     """
 
     def __init__(
@@ -339,8 +347,10 @@ class EmbedItems(beam.PTransform):
         batch_size: int,
         threads: int = 0,
         processes: int = 1,
+        root: str | None = None,
     ) -> None:
         super().__init__()
+        self._root = root
         self._spec = spec
         self._modality = modality
         self._out = out_root
@@ -359,7 +369,9 @@ class EmbedItems(beam.PTransform):
         split = tables | "Bucket" >> beam.FlatMap(_to_buckets(spec, modality, self._meta["needs_payload"], n_buckets)).with_outputs(
             SKIPPED, main="buckets"
         )
-        encode = EncodeBatches(spec, modality, self._dataset_ids, self._parse_id, self._meta["encodable"], self._threads, self._processes)
+        encode = EncodeBatches(
+            spec, modality, self._dataset_ids, self._parse_id, self._meta["encodable"], self._threads, self._processes, self._root
+        )
         encoded = (
             split.buckets
             | "GroupBuckets" >> beam.GroupByKey()

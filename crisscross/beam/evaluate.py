@@ -34,6 +34,7 @@ class EvaluationInputs:
     settings: Settings
     labels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     bison: pa.Table | None = None
+    root: str | None = None  # the launching directory: relative files in ``models`` are its
 
 
 @lru_cache(maxsize=4)
@@ -56,7 +57,7 @@ def run_job(job: tuple[str, str], inputs: EvaluationInputs) -> tuple[str, str, d
     model_name, truth_spec = job
     truth, _ = load_truth(truth_spec, inputs.items)
     spec = inputs.models[model_name]
-    model = load_model(model_name, spec, inputs.embeddings)
+    model = load_model(model_name, spec, inputs.embeddings, inputs.root)
     chosen = model_gallery(model, gallery_of(inputs.items), inputs.settings, gallery_rule(model_name, spec))
     results = evaluate(
         model, truth, truth.name, chosen.gallery, inputs.settings, inputs.labels or None, inputs.bison, partial=chosen.partial

@@ -32,7 +32,7 @@ from crisscross.candidates.machine import (
     retrieve,
     select_queries,
 )
-from crisscross.core import io
+from crisscross.core import io, numerics
 from crisscross.evaluate.protocol import Gallery
 
 STAGE = "filter"
@@ -57,8 +57,8 @@ def read_gallery(items: str) -> Gallery:
     return Gallery.from_items(io.read_parquet(io.join(items, "images.parquet")), io.read_parquet(io.join(items, "captions.parquet")))
 
 
-def query_blocks(_: Any, items: str, settings: FilterSettings, seed: int) -> Iterable[Any]:
-    queries, rejected = select_queries(settings, read_gallery(items), seed)
+def query_blocks(_: Any, items: str, settings: FilterSettings, seed: int, root: str | None) -> Iterable[Any]:
+    queries, rejected = select_queries(settings, read_gallery(items), seed, root)
     yield beam.pvalue.TaggedOutput("queries", queries)
     yield from rejected
     yield from queries.blocks(settings.query_block)
@@ -67,13 +67,14 @@ def query_blocks(_: Any, items: str, settings: FilterSettings, seed: int) -> Ite
 class RetrieveBlock(beam.DoFn):
     """Every annotator's lists for one block of queries; annotators load once per worker."""
 
-    def __init__(self, embeddings: str, items: str, settings: FilterSettings) -> None:
-        self._embeddings, self._items, self._settings = embeddings, items, settings
+    def __init__(self, embeddings: str, items: str, settings: FilterSettings, root: str | None) -> None:
+        self._embeddings, self._items, self._settings, self._root = embeddings, items, settings, root
         self._queries = Metrics.counter(STAGE, "queries")
 
     def setup(self) -> None:
+        numerics.check("filter")
         self._gallery = read_gallery(self._items)
-        self._models = load_annotators(self._settings, self._embeddings, self._gallery)
+        self._models = load_annotators(self._settings, self._embeddings, self._gallery, self._root)
 
     def process(self, block: tuple[str, tuple[str, ...]]) -> Iterable[QueryLists]:
         direction, query_ids = block
@@ -90,9 +91,11 @@ def assemble(lists: list[QueryLists], queries: Queries, items: str, settings: Fi
 
 
 class FilterCandidates(beam.PTransform):
-    def __init__(self, embeddings: str, items: str, settings: FilterSettings, seed: int) -> None:
+    """Machine annotators' lists → VERIFY candidates; relative files in ``settings`` are ``root``'s."""
+
+    def __init__(self, embeddings: str, items: str, settings: FilterSettings, seed: int, root: str | None = None) -> None:
         super().__init__()
-        self._embeddings, self._items, self._settings, self._seed = embeddings, items, settings, seed
+        self._embeddings, self._items, self._settings, self._seed, self._root = embeddings, items, settings, seed, root
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> FilterOutputs:
         items, settings, seed = self._items, self._settings, self._seed
@@ -102,13 +105,13 @@ class FilterCandidates(beam.PTransform):
             STAGE,
             query_blocks,
             many=True,
-            args=(items, settings, seed),
+            args=(items, settings, seed, self._root),
             tags=("queries",),
         )
         lists = (
             selected.kept
             | "Spread" >> beam.Reshuffle()
-            | "Retrieve" >> beam.ParDo(RetrieveBlock(self._embeddings, items, settings))
+            | "Retrieve" >> beam.ParDo(RetrieveBlock(self._embeddings, items, settings, self._root))
             | "Gather" >> beam.combiners.ToList()
         )
         result = lists | "Assemble" >> beam.Map(

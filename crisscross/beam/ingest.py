@@ -59,7 +59,7 @@ def _batches(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def _check(batch: list[Any], images_dir: str | None, max_text_length: int) -> Iterator[Any]:
+def _check(batch: list[Any], images_dir: str | None, max_text_length: int, root: str | None) -> Iterator[Any]:
     """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), checked
     images by image-id shard (tag ``images``)."""
     captions, images = [], []
@@ -67,7 +67,7 @@ def _check(batch: list[Any], images_dir: str | None, max_text_length: int) -> It
         if isinstance(record, CaptionRecord):
             record = check_caption_text(record, max_text_length)
         elif isinstance(record, ImageRecord):
-            record = check_image_path(record, images_dir)
+            record = check_image_path(record, images_dir, root)
         if isinstance(record, Rejected):
             yield record
         else:
@@ -97,16 +97,23 @@ def _join(keyed: tuple[int, dict[str, Iterable[list[Any]]]]) -> Iterator[Any]:
         yield captions
 
 
-def _check_files(images: list[tuple[ImageRecord, int]], images_dir: str | None) -> list[tuple[ImageRecord, int]]:
-    return [(check_image_file(image, images_dir), n_captions) for image, n_captions in images]
+def _check_files(images: list[tuple[ImageRecord, int]], images_dir: str | None, root: str | None) -> list[tuple[ImageRecord, int]]:
+    return [(check_image_file(image, images_dir, root), n_captions) for image, n_captions in images]
 
 
 class IngestItems(beam.PTransform):
     """Read ``path`` with ``reader`` and validate; ``images_dir`` (optional) holds the image files;
-    captions longer than ``max_text_length`` characters are rejected; ``batch`` records per element."""
+    captions longer than ``max_text_length`` characters are rejected; ``batch`` records per element.
+    Image paths are recorded relative to ``root`` when given (the launching directory)."""
 
     def __init__(
-        self, reader: Any, path: str, images_dir: str | None, max_text_length: int = DEFAULT_MAX_TEXT_LENGTH, batch: int = BATCH
+        self,
+        reader: Any,
+        path: str,
+        images_dir: str | None,
+        max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        batch: int = BATCH,
+        root: str | None = None,
     ) -> None:
         super().__init__()
         self._batch = batch
@@ -114,17 +121,26 @@ class IngestItems(beam.PTransform):
         self._path = path
         self._images_dir = images_dir
         self._max_text_length = max_text_length
+        self._root = root
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> IngestOutputs:
         batches = pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_batches, self._reader, self._batch)
         checked = route(
-            "Check", batches, STAGE, _check, args=(self._images_dir, self._max_text_length), many=True, tags=("captions", "images")
+            "Check",
+            batches,
+            STAGE,
+            _check,
+            args=(self._images_dir, self._max_text_length, self._root),
+            many=True,
+            tags=("captions", "images"),
         )
         captions, caption_duplicates = route(
             "FirstOfCaptionIds", checked.captions | "GroupCaptionShards" >> beam.GroupByKey(), STAGE, _first_captions, many=True
         )
         joined = {"images": checked.images, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
         joined = route("Join", joined, STAGE, _join, many=True, tags=("images",))
-        images = joined.images | "SpreadFileChecks" >> beam.Reshuffle() | "CheckFiles" >> beam.Map(_check_files, self._images_dir)
+        images = (
+            joined.images | "SpreadFileChecks" >> beam.Reshuffle() | "CheckFiles" >> beam.Map(_check_files, self._images_dir, self._root)
+        )
         rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED]) | "AllRejected" >> beam.Flatten()
         return IngestOutputs(images=images, captions=joined.kept, rejected=rejected)

@@ -31,7 +31,7 @@ from crisscross.aggregate.positives import (
 from crisscross.beam.common import gather, route
 from crisscross.beam.evaluate import gallery_of, load_truth
 from crisscross.candidates.machine import load_annotators, read_queries, settings_of_annotators
-from crisscross.core import io
+from crisscross.core import io, numerics
 from crisscross.evaluate.protocol import Model, load_model
 
 STAGE = "positives"
@@ -49,6 +49,7 @@ class PositivesInputs:
     annotator_specs: Mapping[str, Any]
     audit_models: Mapping[str, Mapping[str, Any]]
     audit_annotators: bool
+    root: str | None = None  # the launching directory: relative files in model entries are its
 
     def model_names(self) -> list[str]:
         names = sorted(self.audit_models)
@@ -82,8 +83,8 @@ def merge_step(_: Any, inputs: PositivesInputs) -> Iterable[Any]:
 def audit_model(name: str, inputs: PositivesInputs) -> Model:
     """An audit model by name: one of ``audit_models``, or one of the filter's annotators."""
     if name in inputs.audit_models:
-        return load_model(name, inputs.audit_models[name], inputs.embeddings)
-    annotators = load_annotators(settings_of_annotators(inputs.annotator_specs), inputs.embeddings, gallery_of(inputs.items))
+        return load_model(name, inputs.audit_models[name], inputs.embeddings, inputs.root)
+    annotators = load_annotators(settings_of_annotators(inputs.annotator_specs), inputs.embeddings, gallery_of(inputs.items), inputs.root)
     return annotators[name]
 
 
@@ -93,6 +94,9 @@ class ScoreModel(beam.DoFn):
     def __init__(self, inputs: PositivesInputs) -> None:
         self._inputs = inputs
         self._models = Metrics.counter(STAGE, "audit_models")
+
+    def setup(self) -> None:
+        numerics.check("positives")
 
     def process(self, name: str, variants: Mapping[str, frozenset[Pair]]) -> Iterable[tuple[str, AuditScores]]:
         queries = read_queries(io.read_parquet(io.join(self._inputs.filter, "queries.parquet")))

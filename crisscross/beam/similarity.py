@@ -27,6 +27,7 @@ import apache_beam as beam
 import numpy as np
 
 from crisscross.beam.common import default_threads
+from crisscross.core import numerics
 from crisscross.core.registry import Registry
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import prepare
@@ -49,6 +50,7 @@ class StripeTopK(beam.DoFn):
         self._threads, self._processes, self._n_stripes = threads, processes, n_stripes
 
     def setup(self) -> None:
+        numerics.check("similarity")
         self._unit = _load_unit(self._set_path)
         self._threads = self._threads or default_threads(self._processes)
 

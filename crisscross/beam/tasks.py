@@ -15,7 +15,7 @@ import apache_beam as beam
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.tasks import TaskParams, batched_verify_tasks, build_tasks, gold_spaces, items_from_candidates
 from crisscross.beam.common import route
-from crisscross.core import io
+from crisscross.core import io, numerics
 
 STAGE = "tasks"
 
@@ -44,6 +44,7 @@ class _Batches(beam.DoFn):
         self._items, self._embeddings, self._settings, self._seed = items, embeddings, settings, seed
 
     def setup(self) -> None:
+        numerics.check("tasks")
         self._catalog = load_catalog(self._items)
         self._spaces = gold_spaces(self._embeddings, self._settings.gold_text_encoders, self._settings.gold_image_encoders)
 

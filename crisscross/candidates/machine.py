@@ -202,10 +202,10 @@ def text_proxy_model(encoder: str, embeddings: str, caption_image: Mapping[str, 
     return TextProxyModel(PROXY_PREFIX + encoder, sets[0], sets[1], caption_image)
 
 
-def load_annotators(settings: FilterSettings, embeddings: str, gallery: Gallery) -> dict[str, Model]:
+def load_annotators(settings: FilterSettings, embeddings: str, gallery: Gallery, root: str | None = None) -> dict[str, Model]:
     """Every machine annotator by name, each checked to score images against captions over the
     whole gallery (a shrunken gallery would hide candidates: :class:`CoverageError`)."""
-    models: dict[str, Model] = {name: load_model(name, spec, embeddings) for name, spec in sorted(settings.annotators.items())}
+    models: dict[str, Model] = {name: load_model(name, spec, embeddings, root) for name, spec in sorted(settings.annotators.items())}
     for encoder in settings.text_proxies:
         models[PROXY_PREFIX + encoder] = text_proxy_model(encoder, embeddings, gallery.caption_image)
     for name, model in models.items():
@@ -256,8 +256,9 @@ def settings_of_annotators(specs: Mapping[str, Any]) -> FilterSettings:
     return FilterSettings(annotators=dict(specs["annotators"]), text_proxies=tuple(specs["text_proxies"]))
 
 
-def select_queries(settings: FilterSettings, gallery: Gallery, seed: int) -> tuple[Queries, list[Rejected]]:
-    """The image and caption queries (sorted), and a Rejected for every listed id not in the gallery."""
+def select_queries(settings: FilterSettings, gallery: Gallery, seed: int, root: str | None = None) -> tuple[Queries, list[Rejected]]:
+    """The image and caption queries (sorted), and a Rejected for every listed id not in the gallery;
+    a relative ``query_file`` is the launching directory's (``root``)."""
     images, captions = sorted(gallery.image_ids), sorted(gallery.caption_ids)
     if settings.queries == "all":
         return Queries(tuple(images), tuple(captions)), []
@@ -267,7 +268,8 @@ def select_queries(settings: FilterSettings, gallery: Gallery, seed: int) -> tup
             chosen = generator(seed, "filter", "queries", kind).choice(len(pool), size=min(n, len(pool)), replace=False)
             picked.append(tuple(pool[i] for i in np.sort(chosen)))
         return Queries(*picked), []
-    listed, rejected = read_query_file(settings.query_file)
+    query_file = settings.query_file if settings.query_file == ECCV_QUERY_SET else io.absolute(settings.query_file, root)
+    listed, rejected = read_query_file(query_file)
     members = {IMAGE_KIND: set(images), CAPTION_KIND: set(captions)}
     kept: dict[str, set[str]] = {IMAGE_KIND: set(), CAPTION_KIND: set()}
     for query, where in listed:

@@ -19,7 +19,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -155,6 +155,50 @@ def exists(path: str) -> bool:
 
 def join(base: str, *parts: str) -> str:
     return FileSystems.join(base, *parts)
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def absolute(path: str, root: str | None = None) -> str:
+    """Where a worker finds ``path``: a local path made absolute against ``root`` (the launching
+    command's working directory by default); URIs as they are.  Workers of a portable runner start
+    in other directories, so nothing handed to a pipeline may be relative."""
+    return path if is_uri(path) else os.path.normpath(os.path.join(root or os.getcwd(), path))
+
+
+_SPEC = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # "cxc:<folder>", "release:<a>,<b>": a reader's name, then paths
+
+
+def _each_path(value: str, convert: Callable[[str], str]) -> str:
+    """``convert`` applied to a path, or to each path of a ``name:path[,path…]`` source spec."""
+    spec = _SPEC.match(value)
+    return f"{spec.group(1)}:" + ",".join(map(convert, spec.group(2).split(","))) if spec else convert(value)
+
+
+def located(value: str, root: str | None = None) -> str:
+    """:func:`absolute` for a path or for a source spec's paths."""
+    return _each_path(value, lambda path: absolute(path, root))
+
+
+def located_source(value: str, root: str | None = None) -> str:
+    """:func:`located` for a ``name:path`` spec; a bare name (``coco``, ``use-m3``) as it is."""
+    return located(value, root) if _SPEC.match(value) else value
+
+
+def shown(value: str, root: str | None = None) -> str:
+    """:func:`relative` for a path or a source spec's paths: what reports say."""
+    return _each_path(value, lambda path: relative(path, root))
+
+
+def relative(path: str, root: str | None = None) -> str:
+    """How outputs and reports name a local path: relative to ``root`` (the working directory by
+    default, the project root under DVC), so their bytes do not depend on how the path was typed
+    or where the project lives; URIs as they are."""
+    if is_uri(path):
+        return path
+    return os.path.relpath(absolute(path, root), root or os.getcwd())
 
 
 LOG = logging.getLogger("crisscross")

@@ -7,9 +7,10 @@ a human ``detail``; ``source`` says where the record came from (``file:line`` or
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 
@@ -41,9 +42,17 @@ def reject(kind: str, key: object, reason: str, detail: str, source: str, record
     )
 
 
-def quarantine_table(rejected: Iterable[Rejected]) -> pa.Table:
-    """Rows sorted so the table is the same bytes whatever order the runner produced them in."""
-    rows = sorted(rejected)
+def relative_source(source: str, root: str) -> str:
+    """A ``path`` or ``path:where`` source with an absolute local path, relative to ``root``."""
+    path, colon, where = source.partition(":")
+    return os.path.relpath(path, root) + colon + where if os.path.isabs(path) else source
+
+
+def quarantine_table(rejected: Iterable[Rejected], root: str | None = None) -> pa.Table:
+    """Rows sorted so the table is the same bytes whatever order the runner produced them in; with
+    ``root`` (the launching directory: workers read absolute paths) sources name files relative to
+    it, so the bytes do not depend on where the project lives."""
+    rows = sorted(replace(r, source=relative_source(r.source, root)) if root else r for r in rejected)
     return pa.Table.from_pylist([asdict(r) for r in rows], schema=QUARANTINE_SCHEMA)
 
 

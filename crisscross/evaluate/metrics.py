@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import kendalltau, rankdata
+
+from crisscross.core.kernels import njit
 
 NO_POSITIVE = 0  # first-positive rank of a query without positives (real ranks start at 1)
 NO_SELF = -1  # exclude_self entry of a query that is not in the gallery
@@ -266,7 +266,7 @@ def ranks_of_positives(scores: ArrayLike, positives: Positives | ArrayLike, excl
     return PositiveRanks(pos.indptr.copy(), ranks)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _count_ranks(scores: np.ndarray, indptr: np.ndarray, indices: np.ndarray, exclude: np.ndarray, ranks: np.ndarray) -> int:
     """Ranks of every query's positives, best first, into ``ranks`` (laid out as ``indices``).
 
@@ -485,6 +485,8 @@ def spearman(x: ArrayLike, y: ArrayLike) -> np.ndarray | float:
     a, b = np.asarray(x), np.asarray(y)
     if a.shape != b.shape or a.ndim == 0 or a.shape[-1] < 2:
         raise ValueError(f"spearman needs two arrays of one shape with >= 2 values, got {a.shape} and {b.shape}")
+    from scipy.stats import rankdata  # scipy (0.6 s) loads only in the stages that correlate
+
     rx, ry = rankdata(a, method="average", axis=-1), rankdata(b, method="average", axis=-1)
     dx = rx - rx.mean(axis=-1, keepdims=True)
     dy = ry - ry.mean(axis=-1, keepdims=True)
@@ -548,6 +550,8 @@ def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
         raise ValueError("kendall_tau_b inputs must not contain NaN")
     if np.all(a == a[0]) or np.all(b == b[0]):
         return float("nan")
+    from scipy.stats import kendalltau  # scipy (0.6 s) loads only in the stages that correlate
+
     return float(kendalltau(a, b, variant="b").statistic)
 
 

@@ -380,11 +380,13 @@ def score_matrix_model(name: str, *, embeddings: str, path: str) -> Model:
             raise InputError(f"{path}: {error}") from error
 
 
-def load_model(name: str, spec: Mapping[str, Any], embeddings: str) -> Model:
+def load_model(name: str, spec: Mapping[str, Any], embeddings: str, root: str | None = None) -> Model:
     """A model from its params entry: ``{source: embeddings, text: …, image: …}`` (the default
     source) or ``{source: score-matrix, path: …}``; ``gallery`` (see :func:`gallery_rule`) is not
-    the source's."""
+    the source's.  A relative ``path`` is the launching directory's (``root``): workers start elsewhere."""
     options = {k: v for k, v in spec.items() if k not in ("source", "gallery")}
+    if "path" in options:
+        options["path"] = io.absolute(str(options["path"]), root)
     return MODEL_SOURCES.create(str(spec.get("source", "embeddings")), name=name, embeddings=embeddings, **options)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from crisscross.aggregate.plots import DPI, png_bytes
 from crisscross.evaluate.protocol import ALL, FOLDS, RATING_KINDS, TASK_KINDS, Results
+
+if TYPE_CHECKING:  # matplotlib (0.3 s) loads when the plot is drawn, not with the stage command
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 RETRIEVAL_COLUMNS = (
     "R@1",
@@ -118,6 +119,8 @@ def markdown(
 
 
 def _figure(panels: int, title: str) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(4.2 * panels, 3.6), dpi=DPI, layout="constrained")
     axes = list(fig.subplots(1, panels, squeeze=False)[0])
     fig.suptitle(title)

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from apache_beam.io.filesystems import FileSystems
 
+from crisscross.core import io
 from crisscross.core.images import UnreadableImageError, image_size
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.ingest.records import PIXELS_MISSING, PIXELS_OK, PIXELS_UNREADABLE, CaptionRecord, ImageRecord
@@ -177,25 +178,34 @@ def _escape(file_name: str, images_dir: str) -> str | None:
     return None
 
 
-def check_image_path(record: ImageRecord, images_dir: str | None) -> ImageRecord | Rejected:
+def _named(path: str, root: str | None) -> str:
+    """A path as the output records it: relative to ``root`` (the launching directory) when given."""
+    return io.relative(path, root) if root else path
+
+
+def check_image_path(record: ImageRecord, images_dir: str | None, root: str | None = None) -> ImageRecord | Rejected:
     """Refuse an image whose file name leaves the images folder (``path-outside-images``).
 
     Every path :func:`check_image_file` would try (the name as given, its base name) is resolved
     and must lie inside the resolved folder: ``../x.jpg``, an absolute name elsewhere, or a symlink
     in the folder pointing out of it are refused, whether or not the file exists.  An absolute
     name that resolves inside the folder is accepted.  ``None`` for ``images_dir`` checks nothing.
+    The reject names the folder relative to ``root`` when given.
     """
     if images_dir is None:
         return record
     escape = _escape(record.file_name, images_dir)
     if escape is None:
         return record
-    detail = f"file_name {record.file_name!r} is outside the images folder {images_dir}: {escape}"
+    detail = f"file_name {record.file_name!r} is outside the images folder {_named(images_dir, root)}: {escape}"
     return reject("image", record.image_id, "path-outside-images", detail, record.source, asdict(record))
 
 
-def check_image_file(record: ImageRecord, images_dir: str | None) -> ImageRecord:
+def check_image_file(record: ImageRecord, images_dir: str | None, root: str | None = None) -> ImageRecord:
     """Record whether the image file is there and decodes (``pixels``, ``path``, size).
+
+    ``path`` is recorded relative to ``root`` when given (the directory the stage was launched
+    from), so the table's bytes do not depend on how ``images_dir`` was typed or where it lives.
 
     ``None`` for ``images_dir`` leaves the record unchecked.  The record must have passed
     :func:`check_image_path`: a file name leaving the folder raises ``ValueError`` here rather
@@ -213,5 +223,5 @@ def check_image_file(record: ImageRecord, images_dir: str | None) -> ImageRecord
     try:
         width, height = image_size(path)
     except UnreadableImageError:
-        return record.with_pixels(PIXELS_UNREADABLE, path=path)
-    return record.with_pixels(PIXELS_OK, path=path, width=width, height=height)
+        return record.with_pixels(PIXELS_UNREADABLE, path=_named(path, root))
+    return record.with_pixels(PIXELS_OK, path=_named(path, root), width=width, height=height)

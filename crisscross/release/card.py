@@ -11,16 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from crisscross.aggregate.plots import DPI, SIMULATED_NOTE, item_std_png, png_bytes, score_distribution_png
 from crisscross.aggregate.quality import QualityRules
 from crisscross.annotate.schema import BISON_TYPES, RATING_TYPES, TASK_TYPES
 from crisscross.release.contents import EXCLUDED, GOLD, Contents, positives_per_query, rating_pairs
+
+if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a plot is drawn, not with the stage command
+    from matplotlib.figure import Figure
 
 BANNER = (
     "> **SIMULATED** — the judgments in this release come from a simulated rater panel, not from people. "
@@ -103,6 +105,8 @@ def plots(contents: Contents) -> dict[str, bytes]:
 
 def positives_figure(pairs: pd.DataFrame, *, simulated: bool) -> Figure:
     """Histogram of positives per query, one panel per task type."""
+    from matplotlib.figure import Figure
+
     counts = positives_per_query(pairs)
     kinds = [t for t in TASK_TYPES if t in set(counts["task_type"])]
     figure = Figure(figsize=(4.2 * max(1, len(kinds)), 4.0), dpi=DPI, layout="constrained")
@@ -163,7 +167,8 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         "",
         "Every file is listed with its SHA-256 in `SHA256SUMS`; `crisscross release verify <folder>` checks them and the row "
         "counts in `release.json` (also `sha256sum -c SHA256SUMS`). Rater ids are pseudonyms (a keyed hash; the key is not "
-        "in the release).",
+        "in the release; simulated raters, who are not people, are named under a public key, so a simulated release is "
+        "byte-identical wherever it is built).",
         "",
         "## Loading and evaluating",
         "",

@@ -202,10 +202,20 @@ def _empty(columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
 
 
+def simulated_workers(rounds: Sequence[Round], workers: Sequence[str]) -> set[str]:
+    """The ``workers`` that are not people: all of them when no judgment comes from people, else
+    those whose every judgment (in every round) comes from the simulated panel."""
+    judgments = pd.concat([r.judgments[["worker", "simulated"]] for r in rounds], ignore_index=True)
+    if judgments["simulated"].all():
+        return set(workers)
+    every = judgments.groupby("worker", sort=True)["simulated"].all()
+    return set(every[every].index)
+
+
 def collect(specs: Sequence[RoundInput], items: Path, salt: Salt) -> Contents:
     rounds = tuple(read_round(s) for s in specs)
     workers = [w for r in rounds for frame in (r.judgments, r.raters, r.kept) for w in frame["worker"]]
-    names = pseudonyms(workers, salt)
+    names = pseudonyms(workers, salt, simulated_workers(rounds, workers))
     kept = pd.concat([r.kept.assign(round=r.number) for r in rounds], ignore_index=True)
     return Contents(
         pair_table(rounds, item_splits(items)),

@@ -16,13 +16,15 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mlcroissant as mlc
 import pandas as pd
 
 from crisscross.core.errors import InputError
 from crisscross.release.manifest import file_sha256
+
+if TYPE_CHECKING:  # mlcroissant (0.5 s) loads when a release is described or checked, not with the command
+    import mlcroissant as mlc
 
 ENCODINGS = {
     ".csv": "text/csv",
@@ -31,7 +33,6 @@ ENCODINGS = {
     ".png": "image/png",
     ".md": "text/markdown",
 }
-_DTYPES = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ def metadata(
     """The release's Croissant metadata for ``files`` (relative paths) of ``folder``; ``file_sets``
     (folder → (file suffix, encoding)) are described as ``FileSet``s by a glob, not file by file
     (a Flickr30k Entities folder holds one file per image; ``SHA256SUMS`` lists each)."""
+    import mlcroissant as mlc
+
     distribution: list[mlc.FileObject | mlc.FileSet] = [
         mlc.FileObject(
             id=name,
@@ -104,7 +107,8 @@ def metadata(
         annotations_per_item=inputs.raters_per_item,
         annotator_demographics=["Not collected."],
         personal_sensitive_information=[
-            "Rater ids are pseudonyms (HMAC-SHA256 under a key kept outside the release); submission times are left out."
+            "Rater ids are pseudonyms (HMAC-SHA256 under a key kept outside the release; simulated raters under a public key); "
+            "submission times are left out."
         ],
         data_limitations=list(inputs.limitations),
         data_biases=list(inputs.biases),
@@ -120,13 +124,16 @@ def record_set_id(name: str) -> str:
 
 
 def _record_set(folder: Path, name: str) -> mlc.RecordSet:
+    import mlcroissant as mlc
+
+    types = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # by numpy dtype kind
     stem = record_set_id(name)
     frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
     fields = [
         mlc.Field(
             id=f"{stem}/{column}",
             name=column,
-            data_types=[_DTYPES.get(frame[column].dtype.kind, mlc.DataType.TEXT)],
+            data_types=[types.get(frame[column].dtype.kind, mlc.DataType.TEXT)],
             source=mlc.Source(file_object=name, extract=mlc.Extract(column=column)),
         )
         for column in frame.columns
@@ -144,6 +151,8 @@ def to_json(meta: mlc.Metadata) -> dict[str, Any]:
 def validate(path: Path, record_limit: int | None = None) -> Mapping[str, int]:
     """Load ``croissant.json`` with ``mlcroissant`` and read each record set (checking sha256s):
     records per set, up to ``record_limit`` each."""
+    import mlcroissant as mlc
+
     previous = logging.root.manager.disable
     logging.disable(logging.INFO)  # mlcroissant logs every file it opens at INFO on the root logger
     try:

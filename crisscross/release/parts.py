@@ -100,12 +100,13 @@ def read_bison(folder: Path, salt: Salt, settings: Mapping[str, Any]) -> Part:
             f"{folder / BISON_JSON} has {len(document.get('data', []))} triples, triples.parquet {len(triples)}: rerun the bison stage"
         )
     verifiers = triples["verifiers"].str.split(";")
-    names = pseudonyms([*triples["chooser"], *(w for ws in verifiers for w in ws)], salt)
+    workers = [*triples["chooser"], *(w for ws in verifiers for w in ws)]
+    simulated = bool(document.get("info", {}).get("simulated", False))
+    names = pseudonyms(workers, salt, simulated=set(workers) if simulated else ())
     released = triples.assign(
         chooser=triples["chooser"].map(names), verifiers=[";".join(names[w] for w in ws) for ws in verifiers]
     ).sort_values("bison_id", kind="stable")
     yields, verification = report.get("yields", {}), report.get("verification", {})
-    simulated = bool(document.get("info", {}).get("simulated", False))
     encoders = ", ".join(sorted(set(triples["encoder"]))) or "not recorded"
     counts = {
         "triples": len(released),

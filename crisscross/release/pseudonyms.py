@@ -4,7 +4,8 @@ A plain hash of a crowd-platform worker id can be reversed by hashing candidate 
 release uses HMAC-SHA256 with a secret salt.  The salt comes from an environment variable or a
 file outside the release folder (created once, readable by its owner only); without it nobody can
 link a pseudonym to a worker, and with the same salt every release names a rater the same way,
-so raters stay comparable across versions.
+so raters stay comparable across versions.  Simulated raters are not people: they are named under
+a public key (:data:`PUBLIC_SALT`), so a simulated release is byte-identical wherever it is built.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 import hmac
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,15 +38,21 @@ class Salt:
             raise ParamError(f"the pseudonym salt from {self.origin} has {len(self.key)} bytes; it needs at least {MIN_SALT_BYTES}")
 
 
+# Simulated raters' key: public on purpose, since there is nobody to protect and a demo release must
+# come out the same on every machine (the secret salt is made per machine).
+PUBLIC_SALT = Salt(b"crisscross: simulated raters are not people", "the public key of simulated raters")
+
+
 def pseudonym(worker: str, salt: Salt) -> str:
     """``rater-<16 hex>``: HMAC-SHA256 of the worker id under the salt."""
     digest = hmac.new(salt.key, worker.encode("utf-8"), hashlib.sha256).hexdigest()
     return PREFIX + digest[:DIGEST_CHARS]
 
 
-def pseudonyms(workers: Iterable[str], salt: Salt) -> dict[str, str]:
-    """Worker id → pseudonym for each distinct worker; refuses a collision rather than merging two raters."""
-    table = {w: pseudonym(w, salt) for w in sorted(set(workers))}
+def pseudonyms(workers: Iterable[str], salt: Salt, simulated: Collection[str] = ()) -> dict[str, str]:
+    """Worker id → pseudonym for each distinct worker (under :data:`PUBLIC_SALT` for the
+    ``simulated`` ones); refuses a collision rather than merging two raters."""
+    table = {w: pseudonym(w, PUBLIC_SALT if w in simulated else salt) for w in sorted(set(workers))}
     if len(set(table.values())) != len(table):
         raise ParamError(f"two workers share a pseudonym under the salt from {salt.origin}: use another salt")
     return table

@@ -29,9 +29,10 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
+
+from crisscross.core.kernels import njit
 
 NO_NEIGHBOUR = -1
 SPAN = 64  # entries tested together before any is inserted
@@ -77,7 +78,7 @@ def block_topk_dense(block: np.ndarray, column_start: int, k: int) -> tuple[np.n
     return _rank(block, columns, k)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _insert(scores: np.ndarray, indices: np.ndarray, value: float, index: int) -> None:
     """Insert into a row's best-first list; equal values stay behind earlier (lower) ids."""
     position = scores.shape[0] - 1
@@ -89,7 +90,7 @@ def _insert(scores: np.ndarray, indices: np.ndarray, value: float, index: int) -
     indices[position] = index
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _select(
     block: np.ndarray,
     row_start: int,
@@ -158,7 +159,7 @@ def block_topk(block: np.ndarray, start: int, k: int, *, transposed: bool = Fals
     return lists[1], lists[0]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _merge(
     a_scores: np.ndarray, a_indices: np.ndarray, b_scores: np.ndarray, b_indices: np.ndarray, scores: np.ndarray, indices: np.ndarray
 ) -> None:

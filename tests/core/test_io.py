@@ -313,3 +313,23 @@ def test_crowd_csv_task_export_guards_formula_captions():
     cells = dict(zip(header, row, strict=True))
     assert [cells[f"item_{i}_a_text"] for i in range(1, 5)] == ["'=1+1", "'@SUM(1)", "-0.5", "'- a dash first"]
     assert cells["item_1_b_text"] == "plain" and cells["replicas"] == "3"
+
+
+def test_paths_handed_to_workers_are_absolute_and_outputs_name_them_relative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Workers start in other directories: the launcher makes every local path absolute; what the
+    outputs record is relative to the launching directory, however the path was typed."""
+    monkeypatch.chdir(tmp_path)
+    typed = ("data/demo", "./data/demo/", str(tmp_path / "data" / "demo"))
+    assert {io.absolute(p) for p in typed} == {str(tmp_path / "data" / "demo")}
+    assert {io.relative(p) for p in typed} == {"data/demo"}
+    assert io.absolute("gs://bucket/x") == "gs://bucket/x" and io.relative("gs://bucket/x") == "gs://bucket/x"
+    assert io.absolute("images", "/project") == "/project/images" and io.relative("/project/images/a.jpg", "/project") == "images/a.jpg"
+
+
+def test_source_specs_have_their_folders_located_and_bare_names_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    assert io.located("release:build/rated,build/sits/rated") == f"release:{tmp_path}/build/rated,{tmp_path}/build/sits/rated"
+    assert io.shown(io.located("cxc:../shared/cxc")) == "cxc:../shared/cxc"
+    assert io.located_source("coco") == "coco" and io.located_source("use-m3") == "use-m3"
+    assert io.located_source("precomputed:clip.npz", "/p") == "precomputed:/p/clip.npz"
+    assert io.located_source("tfhub:https://tfhub.dev/x/1") == "tfhub:https://tfhub.dev/x/1"

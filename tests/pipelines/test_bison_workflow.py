@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,7 @@ def ok(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedP
     return done
 
 
+@pytest.mark.xdist_group("e2e")
 def test_dvc_repro_of_the_bison_workflow(shared_data: Path, demo_chain: Path, tmp_path: Path) -> None:
     """The root build's ingest and embed outputs come from the session's demo build (``dvc commit``
     records them as the root stages' outputs, so ``dvc repro`` does not build them again); then

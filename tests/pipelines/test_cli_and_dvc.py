@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -15,6 +12,7 @@ import yaml
 
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines.cli import main
+from tests.shared_builds import copy_built_project, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
 STAGES = (
@@ -54,31 +52,21 @@ def test_unknown_stage_and_user_errors_are_one_line_messages(tmp_path: Path, cap
     assert "p.yaml: ingest.reader must be one of ['coco-captions'" in capsys.readouterr().err
 
 
-def test_dvc_repro_builds_the_demo_from_a_fresh_copy(tmp_path: Path):
-    """What the Quickstart's first command does, in a fresh git work tree (offline)."""
-    files = subprocess.run(["git", "ls-files"], cwd=PROJECT, capture_output=True, text=True, check=True).stdout.split()
-    clone = tmp_path / "clone"
-    for name in files:
-        (clone / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT / name, clone / name)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    for command in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
-    ):
-        subprocess.run(command, cwd=clone, check=True, env=env)
-    (clone / "dvc.lock").unlink(missing_ok=True)
-    run = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "ingest: done" in run.stdout and "embed: done" in run.stdout
+@pytest.mark.xdist_group("e2e")
+def test_dvc_repro_builds_the_demo_from_a_fresh_copy(demo_repro: Path, tmp_path: Path):
+    """What the Quickstart's first command does, in a fresh git work tree (offline): the session's
+    ``demo_repro`` build (``dvc repro`` with no dvc.lock and no build, shared with the release test), in a copy."""
+    clone = copy_built_project(demo_repro, tmp_path / "clone")
+    env = project_env()
+    stdout = (demo_repro / "repro.out").read_text()
+    assert "ingest: done" in stdout and "embed: done" in stdout
     assert pq.read_table(clone / "build" / "items" / "captions.parquet").num_rows == 485
     means = EmbeddingSet.read(clone / "build" / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     assert means.vectors.shape == (97, 512)
     stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
     assert set(stages) == set(STAGES) | set(ROUND_STAGES)
     # the default build ends in a simulated round and its evaluation, and says so
-    assert "SIMULATED" in run.stdout and "evaluate: done" in run.stdout
+    assert "SIMULATED" in stdout and "evaluate: done" in stdout
     assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
     assert json.loads((clone / "releases" / "demo-simulated" / "release.json").read_text())["version"] == "1.0.0-simulated"
     again = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
@@ -173,7 +161,8 @@ def test_errors_raised_inside_a_pipeline_step_are_one_line(demo_chain: Path, tmp
     """A GoldError (raised in a Beam step, which appends the worker traceback) and a truncated
     Label Studio export each end the command with their own first line."""
     params = tmp_path / "p.yaml"
-    params.write_text("tasks:\n  negative_quantile: 0.1\n")  # too few far-apart SIS pairs on the demo
+    # too few far-apart SIS pairs on the demo; the search gives up after 20,000 draws, not the default million
+    params.write_text("tasks:\n  negative_quantile: 0.1\n  max_draws: 20000\n")
     line = _one_line_error(
         ["crisscross", "tasks", "--in", str(demo_chain / "candidates"), "--items", str(demo_chain / "items"),
          "--embeddings", str(demo_chain / "embeddings"), "--out", str(tmp_path / "tasks"), "--params", str(params)]

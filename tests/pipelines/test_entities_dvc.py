@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from crisscross.entities.files import read_annotation, sentences_file
@@ -31,6 +32,7 @@ def _copy_project(target: Path) -> None:
             shutil.copy2(PROJECT / name, target / name)
 
 
+@pytest.mark.xdist_group("e2e")
 def test_dvc_repro_runs_the_entities_workflow_on_the_demo(tmp_path: Path):
     project = tmp_path / "main"
     _copy_project(project)

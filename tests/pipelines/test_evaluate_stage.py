@@ -15,6 +15,7 @@ from crisscross.evaluate.protocol import ALL, FOLDS
 from crisscross.evaluate.tables import read_labels
 from crisscross.pipelines import embed, evaluate, ingest
 from crisscross.pipelines.cli import main as cli
+from tests.shared_builds import shared_build
 
 
 def run(tmp: Path, embeddings: Path, items: Path, truths: list[str], models: dict, name: str, *extra: str) -> dict:
@@ -34,8 +35,13 @@ def karpathy_run(karpathy_test: Path, shared_data: Path, tmp_path_factory: pytes
     test images that have pixels (scored on those, the default for an image-only model)."""
     models = {"use-m3": {"text": "use-m3"}, "bow-glove50": {"text": "bow-glove50"}, "efficientnet-lite0": {"image": "efficientnet-lite0"}}
     truths = ["coco", f"cxc:{shared_data / 'cxc'}", "eccv"]
-    root = tmp_path_factory.mktemp("eval")
-    return root / "karpathy", run(root, karpathy_test / "embeddings", karpathy_test / "items", truths, models, "karpathy")
+    inputs = [json.dumps([models, truths], sort_keys=True), str(karpathy_test)]
+
+    def evaluated(root: Path) -> None:  # once per run, as karpathy_test is
+        run(root, karpathy_test / "embeddings", karpathy_test / "items", truths, models, "karpathy")
+
+    root = shared_build(tmp_path_factory, "karpathy-eval", inputs, evaluated)
+    return root / "karpathy", json.loads((root / "karpathy" / "metrics.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +49,7 @@ def karpathy_metrics(karpathy_run: tuple[Path, dict]) -> dict:
     return karpathy_run[1]
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_text_encoders_on_cxc_land_near_the_paper(karpathy_metrics: dict) -> None:
     """CxC Table 3 / Table 5 baselines (BoW, USE-large); ours are 50-d GloVe and USE-m3, so the
     ranges are wide on purpose: they catch a broken protocol, not a weaker encoder."""
@@ -63,6 +70,7 @@ def test_text_encoders_on_cxc_land_near_the_paper(karpathy_metrics: dict) -> Non
     assert "eccv" not in results["use-m3"]
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_an_image_model_covering_part_of_the_split_is_scored_on_its_images(karpathy_run: tuple[Path, dict]) -> None:
     out, metrics = karpathy_run
     gallery = metrics["galleries"]["efficientnet-lite0"]
@@ -80,6 +88,7 @@ def test_an_image_model_covering_part_of_the_split_is_scored_on_its_images(karpa
     assert "| use-m3 |" in report
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_positive_sets_against_eccv_match_its_table_2_pattern(karpathy_metrics: dict) -> None:
     """ECCV Caption Table 2: COCO and CxC positives are precise (all verified-or-original) but
     miss most ECCV positives."""

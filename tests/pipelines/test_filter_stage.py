@@ -91,6 +91,7 @@ def test_filter_stage_refuses_bad_settings_with_the_key(tmp_path: Path):
         run(tmp_path, items, embeddings, "bad", text_proxies=["absent"])
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_eccv_recipe_on_the_karpathy_test_split(karpathy_test: Path, tmp_path: Path):
     """ECCV's query set, two offline text proxies, top-5, negatives beyond top-25: counts,
     diversity, and how many of ECCV's released (human-verified) positives the candidates hold."""

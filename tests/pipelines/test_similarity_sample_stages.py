@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from crisscross.core.ids import CocoIdScheme
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines import sample, similarity
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_neighbour_lists_are_exact_and_cover_what_has_vectors(karpathy_test: Path):
     for space, rows in (
         ("text/use-m3/cocaption_mean", 5000),
@@ -39,6 +41,7 @@ def test_neighbour_lists_are_exact_and_cover_what_has_vectors(karpathy_test: Pat
     assert report["spaces"]["text/use-m3/cocaption_mean"]["rows"] == 5000
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
     candidates = pq.read_table(karpathy_test / "candidates" / "candidates.parquet").to_pandas()
     counts = candidates.method.value_counts().to_dict()
@@ -79,6 +82,7 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
     assert "4630 with pixels missing" in report["summary"]["image/efficientnet-lite0/images"]
 
 
+@pytest.mark.xdist_group("karpathy")
 def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, tmp_path: Path):
     params = ["--params", str(karpathy_test / "params.json")]
     multi = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]

@@ -4,17 +4,17 @@ project's default local remote, and a consumer gets, verifies, diffs and pulls t
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 from dvc.repo import Repo
+
+from tests.shared_builds import DEMO_SALT, copy_built_project, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
 RELEASE = Path("releases") / "demo-simulated"
-SALT = "dvc-release-test-salt-0123456789"
+SALT = DEMO_SALT  # the salt demo_repro built 1.0.0-simulated under: the patch must name raters the same way
 GIT_USER = ["-c", "user.email=t@t", "-c", "user.name=t"]
 
 
@@ -33,7 +33,8 @@ def version_of(release: Path) -> str:
     return json.loads((release / "release.json").read_text(encoding="utf-8"))["version"]
 
 
-def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: Path, tmp_path: Path) -> None:
+@pytest.mark.xdist_group("e2e")
+def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: Path, demo_repro: Path, tmp_path: Path) -> None:
     """Maintainer, in a git copy of the project at ``work/main`` beside ``work/shared``:
     ``dvc repro`` builds 1.0.0-simulated (verify passes), commit, tag, ``dvc push`` fills the
     default remote ``work/crisscross-dvc-remote``; a licence change in params.yaml reruns only the
@@ -41,30 +42,16 @@ def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: 
     Consumer: ``dvc get --rev v1.0.0-simulated`` gives a release that verifies and diffs against
     1.0.1 as a patch, and fails verify (exit 2, one line naming the file) once a CSV is changed; a
     fresh clone at ``work/clone`` pulls 1.0.1-simulated from the same remote and verifies it.
-    Minutes: one demo build (the second repro runs the release stage alone)."""
+    The first ``dvc repro`` (the git copy, committed, then the demo build) is the session's
+    ``demo_repro``, copied here; the second repro runs the release stage alone."""
     root = tmp_path / "work"
-    project = root / "main"
     remote = root / "crisscross-dvc-remote"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=PROJECT, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (PROJECT / name).is_file():  # a file deleted in the work tree but still in the index is left out, as git would
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT / name, project / name)
+    project = copy_built_project(demo_repro, root / "main")
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
-    env = {
-        **os.environ,
-        "DVC_NO_ANALYTICS": "1",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "CRISSCROSS_RELEASE_SALT": SALT,  # no salt file in the home folder
-    }
-    ok(["git", "init", "-q"], project, env)
-    ok(["git", "add", "-A"], project, env)
-    ok(["git", *GIT_USER, "commit", "-qm", "the project"], project, env)
+    env = {**project_env(), "CRISSCROSS_RELEASE_SALT": SALT}  # no salt file in the home folder
 
     # maintainer: the first release
-    ok(["dvc", "repro"], project, env)
+    assert "Running stage 'release':" in (demo_repro / "repro.out").read_text()
     assert version_of(project / RELEASE) == "1.0.0-simulated"
     ok(["crisscross", "release", "verify", str(RELEASE)], project, env)
     ok(["git", "add", "-A"], project, env)

@@ -30,7 +30,7 @@ from crisscross.pipelines import release as command
 from crisscross.pipelines.cli import main as cli
 from crisscross.release.croissant import validate
 from crisscross.release.manifest import ReleaseCheckError, verify
-from crisscross.release.pseudonyms import Salt, pseudonym
+from crisscross.release.pseudonyms import PUBLIC_SALT, Salt, pseudonym
 
 SALT = "test-salt-0123456789abcdef"
 CXC_COUNTS = {"sts_test.csv": 44_045, "sis_test.csv": 46_719, "sits_test.csv": 44_833}
@@ -213,13 +213,22 @@ def test_verify_passes_and_a_tampered_file_fails_naming_it(
 
 
 @pytest.fixture(scope="module")
-def simulated(replayed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The replayed round marked simulated (as the demo's panel marks it), with a formula in a worker id."""
+def simulated(replayed: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The replayed round on a slice of CxC's test items, marked simulated (as the demo's panel marks
+    it), with a formula in a worker id. The slice (300 items per task type, and 300 of the SIS items
+    a second rater rated) keeps every kind of row the release handles while a build takes a second;
+    the whole replayed round is released in ``cxc_release``."""
     root = tmp_path_factory.mktemp("simulated")
-    for name in ("items", "tasks"):
-        (root / name).symlink_to(replayed / name)
-    for name in ("rated", "judgments"):
-        shutil.copytree(replayed / name, root / name)
+    (root / "items").symlink_to(replayed / "items")
+    tasks = pq.read_table(replayed / "tasks" / "tasks.parquet")
+    kept = pq.read_table(replayed / "rated" / "judgments_kept.parquet", columns=["item_id", "worker"]).to_pandas()
+    frame = tasks.select(["item_id", "task_type"]).to_pandas()
+    frame["pooled"] = frame["item_id"].isin(set(kept.loc[kept["worker"].eq("cxc-release#2"), "item_id"]))
+    picked = frame.sort_values("item_id").groupby(["task_type", "pooled"]).head(300).index
+    io.write_parquet(str(root / "tasks" / "tasks.parquet"), tasks.take(sorted(picked)))
+    p = ["--params", str(replayed / "params.json")]
+    annotate.main(["--in", str(root / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "judgments"), *p])
+    aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
     for path in [root / "rated" / "rated.parquet", root / "rated" / "judgments_kept.parquet", root / "judgments" / "judgments.parquet"]:
         frame = pq.read_table(path).to_pandas()
         frame["simulated"] = True
@@ -251,26 +260,38 @@ def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_pat
     assert "<script>" not in card and "\\<script\\>" in card and "\\[x\\]" in card
 
 
-def test_two_builds_are_byte_identical_and_raters_are_pseudonymous(simulated: Path, tmp_path: Path) -> None:
+def test_two_builds_are_byte_identical_and_simulated_raters_are_named_under_the_public_key(
+    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Simulated raters are not people: their pseudonyms use the public key, so another machine (with
+    another secret salt) builds the same release; worker ids and the secret never appear in it."""
     one, two = tmp_path / "a" / "demo-simulated", tmp_path / "b" / "demo-simulated"
     command.main(release_args(simulated, one, "--simulated"))
+    monkeypatch.setenv("CRISSCROSS_RELEASE_SALT", "another-machine-salt-0123456789")
     command.main(release_args(simulated, two, "--simulated"))
     hashes = sha_tree(one)
     assert hashes == sha_tree(two) and len(hashes) > 20
     raters = set(pq.read_table(one / "data" / "judgments.parquet").column("rater").to_pylist())
-    assert raters == {pseudonym("cxc-release", Salt(SALT.encode(), "t")), pseudonym('=HYPERLINK("http://x")', Salt(SALT.encode(), "t"))}
-    # without the key the pseudonym cannot be recomputed: a plain or differently keyed hash does not match
-    plain = {
-        "rater-" + hashlib.sha256(b"cxc-release").hexdigest()[:16],
-        "rater-" + hmac.new(b"another-salt-0123456", b"cxc-release", hashlib.sha256).hexdigest()[:16],
-    }
-    assert not plain & raters
+    assert raters == {pseudonym("cxc-release", PUBLIC_SALT), pseudonym('=HYPERLINK("http://x")', PUBLIC_SALT)}
     for path in one.rglob("*"):
         if path.is_file():
             data = path.read_bytes()
             assert b"HYPERLINK" not in data and SALT.encode() not in data, path  # batch ids keep "cxc-release:<file>", worker ids are gone
     assert "cxc-release," not in (one / "data" / "raters.csv").read_text()
-    assert command.main(release_args(simulated, tmp_path / "c" / "demo-simulated", "--simulated"))  # salt env var changes nothing else
+
+
+def test_people_are_named_under_the_secret_salt(cxc_release: tuple[Path, float], replayed: Path) -> None:
+    """Judgments of people (the replayed CxC raters): only the secret salt recomputes their pseudonyms."""
+    out, _ = cxc_release
+    raters = set(pq.read_table(out / "data" / "judgments.parquet").column("rater").to_pylist())
+    workers = set(pq.read_table(replayed / "judgments" / "judgments.parquet").column("worker").to_pylist())
+    assert "cxc-release" in workers and raters == {pseudonym(w, Salt(SALT.encode(), "t")) for w in workers}
+    unkeyed = {
+        pseudonym("cxc-release", PUBLIC_SALT),
+        "rater-" + hashlib.sha256(b"cxc-release").hexdigest()[:16],
+        "rater-" + hmac.new(b"another-salt-0123456", b"cxc-release", hashlib.sha256).hexdigest()[:16],
+    }
+    assert not unkeyed & raters
 
 
 def test_an_unchanged_rebuild_keeps_the_previous_release_byte_for_byte(simulated: Path, tmp_path: Path) -> None:
