@@ -49,7 +49,7 @@ def shared_build(factory: pytest.TempPathFactory, name: str, inputs: Iterable[st
     Callers must only read it: copy it first to change anything."""
     key = f"{name}-{digest(inputs)}"
     if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        folder = factory.mktemp(key, numbered=False)
+        folder = factory.mktemp(key)
         build(folder)
         return folder
     shared = factory.getbasetemp().parent / "shared-builds"
@@ -64,14 +64,14 @@ def shared_build(factory: pytest.TempPathFactory, name: str, inputs: Iterable[st
     return folder
 
 
-def copy_project(source: Path, target: Path, exclude: Callable[[str], bool] = lambda name: False) -> None:
+def copy_project(source: Path, target: Path) -> None:
     """The project's files as a clone plus the work in progress would have them: tracked and untracked
-    but not ignored files, without those deleted in the work tree (as git would) or ``exclude``-d."""
+    but not ignored files, without those deleted in the work tree (as git would)."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=source, capture_output=True, text=True, check=True
     ).stdout.split("\0")
     for name in filter(None, listed):
-        if (source / name).is_file() and not exclude(name):
+        if (source / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / name, target / name)
 

@@ -97,10 +97,13 @@ def test_retrieval_in_blocks_matches_the_per_query_reference(task, monkeypatch):
 def test_score_blocks_reuse_one_buffer_and_equal_block_scores():
     gallery, model, _ = synthetic()
     images, captions = gallery.ids(IMAGE_KIND), gallery.ids(CAPTION_KIND)
-    whole = model.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)(0, len(images))
+    block = model.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)
+    whole = block(0, len(images))
     seen = []
     for lo, hi, scores in model.score_blocks(IMAGE_KIND, images, CAPTION_KIND, captions, 7):
-        np.testing.assert_array_equal(scores, whole[lo:hi])  # bit for bit: the same BLAS call per block
+        np.testing.assert_array_equal(scores, block(lo, hi))  # bit for bit: the same BLAS call, into the reused buffer
+        # Another row count is another GEMM call: with the policy's AVX2 kernel its last bit may differ.
+        np.testing.assert_allclose(scores, whole[lo:hi], rtol=0, atol=1e-6)
         seen.append((lo, hi, scores.__array_interface__["data"][0]))
     assert [(lo, hi) for lo, hi, _ in seen] == [(lo, min(lo + 7, len(images))) for lo in range(0, len(images), 7)]
     assert len({address for _, _, address in seen}) == 1
