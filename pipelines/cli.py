@@ -125,7 +125,10 @@ def run() -> None:
     down raced now and then ("terminate called without an active exception", SIGABRT) after a
     stage had finished and printed its summary, failing ``dvc repro`` for nothing.
     """
-    code = main()
+    try:
+        code = main()
+    except SystemExit as exit_:  # --help and argparse's usage errors end here too, without the teardown
+        code = exit_.code if isinstance(exit_.code, int) else USAGE_ERROR if exit_.code else 0
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
