@@ -30,7 +30,7 @@ from crisscross.core.errors import UserError
 SWITCH = "CRISSCROSS_NUMERICS"
 PINNED, NATIVE = "avx2", "native"
 
-# Library → (variable, value).  Values are the AVX2 family's names in each library's own spelling.
+# Environment variable → value: the AVX2 family, in each library's own spelling.
 POLICY: dict[str, str] = {
     "OPENBLAS_CORETYPE": "Haswell",  # numpy's and scipy's OpenBLAS: the AVX2 GEMM kernels (Haswell = Zen's)
     # OpenBLAS splits a GEMM's sums differently for each thread count, so a product's last bits
