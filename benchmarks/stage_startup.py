@@ -2,10 +2,12 @@
 
 1. **Start-up.**  ``crisscross <stage> --help`` for every stage of ``crisscross.pipelines.cli``: the
    interpreter, the command's imports and argument parsing, nothing else.  **The references are
-   ``python -c pass`` and ``python -c "import apache_beam"`` in the same run**, interleaved with the
-   stages round by round (the order rotates), each command's median over the rounds counting.
-   ``÷ beam`` is a stage's median over Beam's: every stage builds a Beam pipeline, so 1.0 is the
-   floor while Beam loads with the command.  Beside it, the heavy libraries (``HEAVY``) that
+   ``python -c pass`` and ``python -c "import apache_beam"`` in the same run** (the latter ending in
+   ``os._exit`` as the ``crisscross`` command does, so neither pays for tearing Beam's threads
+   down), interleaved with the stages round by round (the order rotates), each command's median
+   over the rounds counting.  ``÷ beam`` is a stage's median over Beam's: every stage builds a Beam
+   pipeline, so about 1.0 is the floor while Beam loads with the command (a little under it: the
+   command imports with the garbage collector paused, ``cli.import_stage``).  Beside it, the heavy libraries (``HEAVY``) that
    importing the stage's module loads, from a fresh process: they should load only when a stage
    uses them, after its flags are parsed.  Beam imports its Google Cloud clients whenever they are
    installed (the ``dataflow`` extra), in every stage; the run says whether they are.
@@ -51,8 +53,13 @@ DVC_LINE = re.compile(r"^(Running stage '|> |Updating lock file|Generating lock 
 
 
 def environment() -> dict[str, str]:
-    """The running interpreter's scripts first on PATH (``crisscross``, ``dvc``), DVC's analytics off."""
-    return {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    """The running interpreter's scripts first on PATH (``crisscross``, ``dvc``), DVC's analytics
+    off, and Python's bytecode cache on as Python ships it: a ``PYTHONDONTWRITEBYTECODE`` in the
+    calling shell (some sandboxes set it) would make every command compile the project's modules
+    anew, about 0.09 s each here, which no installed copy pays after its first run."""
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def wall(command: list[str], env: dict[str, str]) -> float:
@@ -66,7 +73,7 @@ def startup(rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
     """Seconds of every command per round: the references and ``crisscross <stage> --help``."""
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
-        "import apache_beam": [sys.executable, "-c", "import apache_beam"],
+        "import apache_beam": [sys.executable, "-c", "import apache_beam, os; os._exit(0)"],
         **{stage: ["crisscross", stage, "--help"] for stage in STAGES.names()},
     }
     names = list(commands)
@@ -185,6 +192,8 @@ def report(seconds: dict[str, list[float]], heavy: dict[str, list[str]], runs: l
     bare, beam = median["python -c pass"], median["import apache_beam"]
     print(f"\nreferences (median of {len(seconds[next(iter(seconds))])}): python -c pass {bare:.2f} s, import apache_beam {beam:.2f} s")
     print(f"Beam's Google Cloud clients (the dataflow extra): {'installed: Beam imports them in every stage' if gcp else 'not installed'}")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("PYTHONDONTWRITEBYTECODE is set in this shell; the commands ran without it (bytecode cached, as installed)")
     print(f"{'stage':<12}{'--help s':>9}{'÷ beam':>8}  heavy libraries loaded by importing the stage")
     for stage, libraries in heavy.items():
         print(f"{stage:<12}{median[stage]:9.2f}{median[stage] / beam:8.2f}  {' '.join(libraries) or '–'}")
@@ -216,6 +225,7 @@ def report(seconds: dict[str, list[float]], heavy: dict[str, list[str]], runs: l
             "cpu_count": os.cpu_count(),
             "load_average": os.getloadavg(),
             "gcp_installed": gcp,
+            "caller_set_dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
             "startup_seconds": seconds,
             "startup_median_s": median,
             "heavy_imports": heavy,
