@@ -1,4 +1,4 @@
-"""The full 5K evaluation protocol: ``crisscross.evaluate.protocol.evaluate`` against the per-query
+"""The full 5K evaluation protocol: ``crisscross.scoring.protocol.evaluate`` against the per-query
 references of :mod:`benchmarks.reference`, on one seeded synthetic test split of COCO's size.
 
 Data (``numpy.random.default_rng(SEED)``; ``--quick``: a tenth of the images, captions, rated
@@ -73,8 +73,8 @@ from benchmarks.reference import (
 )
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.evaluate.metrics import Positives, pmrp, ranks_of_positives
-from crisscross.evaluate.protocol import (
+from crisscross.scoring.metrics import Positives, pmrp, ranks_of_positives
+from crisscross.scoring.protocol import (
     ALL,
     FOLDS,
     RATING_KINDS,
@@ -91,7 +91,7 @@ from crisscross.evaluate.protocol import (
     evaluate_retrieval,
     label_matrix,
 )
-from crisscross.evaluate.truths import GroundTruth
+from crisscross.scoring.truths import GroundTruth
 
 NAME = "evaluate_protocol"
 SEED = 0

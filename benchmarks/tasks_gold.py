@@ -24,11 +24,11 @@ import pyarrow as pa
 
 from benchmarks import save_result
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.schema import STS
 from crisscross.annotate.tasks import Space, TaskParams, build_tasks, items_from_candidates
 from crisscross.candidates.cxc import C2C_ISIM, CANDIDATES_SCHEMA
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, make_id
 from crisscross.embed.sets import EmbeddingSet, unit_rows
+from crisscross.formats.schema import STS
 
 ITEMS = 2_000
 DIM = 512

@@ -19,11 +19,12 @@ import pyarrow as pa
 
 from crisscross.aggregate.plots import item_std_png, score_distribution_png
 from crisscross.aggregate.round import RoundResult, RoundSettings, checked
-from crisscross.annotate.schema import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
 from crisscross.beam.aggregate import AggregateRound
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.formats.cxc import cxc_csv
+from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
 from crisscross.pipelines.stage import (
     StageArgs,
     local_path,
@@ -33,7 +34,6 @@ from crisscross.pipelines.stage import (
     run_stage,
     write_quarantine,
 )
-from crisscross.release.cxc import cxc_csv
 
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
@@ -121,7 +121,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         summary["judgments"] = "none to aggregate: every task type is empty (see the tasks and annotate reports for why)"
     excluded = raters[raters["excluded"]]
     summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
-    summary["rejected"] = f"{len(quarantine)} judgments of excluded raters → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine), "judgments of excluded raters")
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
     tables = [f"{kind.lower()}.csv" for kind in sorted(facts) if kind in (*RATING_TYPES, VERIFY)]  # BISON rounds have none

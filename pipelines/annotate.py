@@ -25,6 +25,7 @@ from crisscross.annotate.validate import summary as judgment_summary
 from crisscross.beam.annotate import CollectJudgments
 from crisscross.core import io
 from crisscross.core.settings import setting
+from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.pipelines.stage import (
     StageArgs,
     check_strict,
@@ -35,7 +36,6 @@ from crisscross.pipelines.stage import (
     run_stage,
     write_quarantine,
 )
-from crisscross.release.cxc import CXC_SPLITS
 
 STAGE = "annotate"
 DESCRIPTION = "Collect judgments for the tasks: import people's files, replay earlier judgments, or simulate a rater panel."
@@ -78,7 +78,7 @@ def source_settings(stage: StageArgs) -> SourceSettings:
         format=params["format"],
         replay_split=params["replay_split"],
         simulate=dict(params["simulate"]),
-        seed=int(stage.base.get("seed", 0)),
+        seed=stage.seed,
     )
 
 

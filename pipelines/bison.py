@@ -90,7 +90,7 @@ def write_chosen(chosen: tuple[list[Any], dict[str, int]], out: str) -> None:
 
 def write_triples(found: tuple[list[Any], dict[str, int]], out: str, stage: StageArgs) -> None:
     triples, counts = found
-    items, seed = stage.flags.items, int(stage.base.get("seed", 0))
+    items, seed = stage.flags.items, stage.seed
     captions = io.read_parquet(io.join(items, "captions.parquet")).select(["caption_id", "image_id", "text"]).to_pylist()
     images = io.read_parquet(io.join(items, "images.parquet")).select(["image_id", "split"]).to_pylist()
     decoys = io.read_parquet(io.join(stage.flags.decoys, "decoys.parquet")).to_pylist()
@@ -147,7 +147,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             summary[f"baseline {encoder}"] = f"BISON accuracy {accuracy:.1%} choosing by the other reference captions (§5.1) → baselines/"
         if verification["simulated"]:
             summary["simulated"] = "these triples come from SIMULATED raters, not people"
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = (
         f"candidates.parquet{', bison_annotations.json, triples.parquet, triples.csv' if stage.flags.verified else ''} in {stage.shown(stage.out)}"
     )

@@ -158,7 +158,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             imported, import_rejects = _from_export(pipeline, flags.imported)
             rejected.append(import_rejects)
     results, annotate_rejects = pipeline | "Boxes" >> AnnotateBoxes(
-        chains, mentions, captions, images, settings, int(stage.base.get("seed", 0)), imported
+        chains, mentions, captions, images, settings, stage.seed, imported
     )
     results | "GatherImages" >> beam.combiners.ToList() | "Write" >> beam.Map(write_results, out)
     write_quarantine((*rejected, annotate_rejects), out, stage.root)
@@ -235,7 +235,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "boxes": f"{boxes.num_rows:,} after merging ({counts.get('boxes_drawn', 0):,} drawn, {counts.get('merged_boxes', 0):,} merged away, "
         f"{counts.get('merged_chains', 0):,} chains merged)",
         "answers": ", ".join(f"{t} {n:,}" for t, n in tasks.items()),
-        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "rejected": stage.rejected_line(len(quarantine)),
         "outputs": f"release/Sentences, release/Annotations, label_studio/, boxes.parquet, chains.parquet in {stage.shown(stage.out)}",
     }
     return {

@@ -36,7 +36,7 @@ def write_chains(chains: list[Any], out: str) -> None:
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     mentions = require(io.join(stage.inputs, "mentions.parquet"), "mentions")
-    outputs = pipeline | "Coref" >> ResolveCoreference(mentions, stage.settings, int(stage.base.get("seed", 0)))
+    outputs = pipeline | "Coref" >> ResolveCoreference(mentions, stage.settings, stage.seed)
     outputs.chains | "GatherChains" >> beam.combiners.ToList() | "WriteChains" >> beam.Map(write_chains, out)
     outputs.counts | "WriteLinks" >> beam.Map(lambda counts: io.write_json(io.join(out, "links.json"), counts))
     write_quarantine(pipeline | "NoRejects" >> beam.Create([]), out, stage.root)
@@ -61,6 +61,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "links asked": f"{links['links_asked']:,} against {links['naive_links']:,} pairwise ({saved:.0%} fewer)",
         "verification": f"{links['verified']:,} chains verified, {links['split']:,} split by head noun",
         "against the oracle": f"{accuracy['exact']:.1%} of true chains exact, link F1 {accuracy['link_f1']:.3f}",
-        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "rejected": stage.rejected_line(len(quarantine)),
     }
     return {"chains": n_chains, "links": links, "accuracy": accuracy, "rejected": count_reasons(quarantine), "summary": summary}

@@ -75,7 +75,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     summary = {
         "decoys": f"{len(decoys):,} of {images:,} images have a decoy under text/{facts['encoder']} co-caption means",
-        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "rejected": stage.rejected_line(len(quarantine)),
         "outputs": f"decoys.parquet, candidates.parquet in {stage.shown(stage.out)}",
     }
     if len(decoys):

@@ -15,13 +15,13 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.annotate.schema import SIS, STS
 from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
+from crisscross.formats.cxc import CXC_FILES
+from crisscross.formats.schema import SIS, STS
 from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
-from crisscross.release.cxc import CXC_FILES
 
 STAGE = "derive"
 CXC_PREFIX = "cxc:"
@@ -53,7 +53,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: DeriveSettings = stage.settings
     rated = rated_source(stage.inputs, settings.replay_split)
     captions = require(io.join(stage.flags.items, "captions.parquet"), "ingest")
-    outputs = pipeline | "Derive" >> DeriveC2I(rated, captions, settings, int(stage.base.get("seed", 0)))
+    outputs = pipeline | "Derive" >> DeriveC2I(rated, captions, settings, stage.seed)
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
     outputs.facts | "WriteFacts" >> beam.Map(lambda facts: io.write_json(io.join(out, "facts.json"), facts))
     write_quarantine(outputs.rejected, out, stage.root)
@@ -95,7 +95,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         )
     if facts["ignored"]:
         summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.shown(stage.out)}"
     return {
         "candidates": counts,

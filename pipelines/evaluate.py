@@ -5,7 +5,7 @@ Outputs ``metrics.json`` (``results``: ``{model: {truth: {protocol: {metric: {di
 image model with vectors for part of it), ``report.md``, ``recall_at_k.png`` and ``report.json``;
 unusable rows of the ground truths and of the optional label / BISON tables go to
 ``quarantine.parquet``.  A model entry's ``gallery`` (``auto`` | ``full`` | ``covered``) is
-explained in :mod:`crisscross.evaluate.protocol`.
+explained in :mod:`crisscross.scoring.protocol`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,18 @@ from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.core.settings import params_of
-from crisscross.evaluate.protocol import (
+from crisscross.evaluate.report import markdown, recall_at_k_png
+from crisscross.evaluate.tables import read_bison, read_labels
+from crisscross.pipelines.stage import (
+    StageArgs,
+    local_path,
+    parse_args,
+    read_quarantine,
+    run_stage,
+    source_spec,
+    write_quarantine,
+)
+from crisscross.scoring.protocol import (
     ALL,
     AUTO,
     EVERY_ENCODER,
@@ -44,17 +55,6 @@ from crisscross.evaluate.protocol import (
     model_ranking_agreement,
     positives_agreement,
     runnable,
-)
-from crisscross.evaluate.report import markdown, recall_at_k_png
-from crisscross.evaluate.tables import read_bison, read_labels
-from crisscross.pipelines.stage import (
-    StageArgs,
-    local_path,
-    parse_args,
-    read_quarantine,
-    run_stage,
-    source_spec,
-    write_quarantine,
 )
 
 DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
@@ -105,7 +105,7 @@ def _shown_note(stage: StageArgs, key: str, value: str) -> str:
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     params = stage.params
     where = stage.flags.params or "params"
-    settings = Settings.from_params(params, int(stage.base.get("seed", 0)), where)
+    settings = Settings.from_params(params, stage.seed, where)
     if not isinstance(params["models"], Mapping):
         raise ParamError(f"{where}: evaluate.models must be a mapping of model names to entries such as {{text: use-m3}}")
     specs = {**embedded_models(stage.inputs, params["encoders"], where), **params["models"]}
@@ -211,7 +211,7 @@ def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) ->
                 if kind in metrics.get("spearman", {}):
                     parts.append(f"{kind} ρ {100 * metrics['spearman'][kind]:.1f}±{100 * metrics['spearman_std'][kind]:.1f}")
             summary[f"{model} / {truth}"] = "; ".join(parts) or "nothing this model can score"
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.shown(stage.out)}"
     protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
     return {

@@ -18,11 +18,11 @@ from typing import Any
 import apache_beam as beam
 import pyarrow.compute as pc
 
-from crisscross.annotate.schema import NOT_GOLD
 from crisscross.beam.filter import FilterCandidates, FilterResult, read_gallery
 from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, load_annotators, queries_table
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
+from crisscross.formats.schema import NOT_GOLD
 from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 DESCRIPTION = "Filter image–caption candidates with machine annotators (ECCV Caption): top-K lists united, VERIFY batches, diversity."
@@ -44,7 +44,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     for name in ("images.parquet", "captions.parquet"):
         require(io.join(items, name), "ingest")
     load_annotators(settings, stage.inputs, read_gallery(items))  # fail now, with a readable error, not inside a worker
-    outputs = pipeline | "Filter" >> FilterCandidates(stage.inputs, items, settings, int(stage.base.get("seed", 0)), stage.root)
+    outputs = pipeline | "Filter" >> FilterCandidates(stage.inputs, items, settings, stage.seed, stage.root)
     outputs.result | "Write" >> beam.Map(write_outputs, out)
     io.write_json(io.join(out, ANNOTATORS_FILE), annotator_specs(settings))
     write_quarantine(outputs.rejected, out, stage.root)
@@ -94,7 +94,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
                 f"tau-b {_shown(pair['kendall_tau_b'], 3)}, top-1 rank by other {_shown(pair['mean_rank_by_b_of_a_top1'], 1)} / "
                 f"{_shown(pair['mean_rank_by_a_of_b_top1'], 1)}, top-{settings.top_k} overlap {_shown(pair[f'top{settings.top_k}_overlap'], 2)}"
             )
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = (
         f"candidates.parquet, verify_candidates.csv, queries.parquet, batches.parquet, gold.parquet, diversity.json in {stage.shown(stage.out)}"
     )

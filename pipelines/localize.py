@@ -78,7 +78,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         "images": require(io.join(stage.flags.items, "images.parquet"), "ingest"),
     }
     given, rejected = PROPOSALS.create(settings.proposals, pipeline=pipeline, stage=stage)
-    metrics, unknown = pipeline | "Localize" >> LocalizePhrases(paths, settings, int(stage.base.get("seed", 0)), given)
+    metrics, unknown = pipeline | "Localize" >> LocalizePhrases(paths, settings, stage.seed, given)
     metrics | "Write" >> beam.Map(write_metrics, out, settings.k)
     write_quarantine((rejected, unknown), out, stage.root)
 
@@ -107,6 +107,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "phrases": f"{overall['instances']:,} with boxes ({stage.settings.proposals} proposals)",
         "overall": f"R@1 {overall['r_at_1']:.1f}, R@{k} {overall[f'r_at_{k}']:.1f}, mean AP {overall['mean_ap']:.1f}",
         "AP by type": ", ".join(f"{kind} {m['ap']:.1f}" for kind, m in metrics.items() if kind != "overall"),
-        "rejected": f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+        "rejected": stage.rejected_line(len(quarantine)),
     }
     return {"metrics": metrics, "rejected": count_reasons(quarantine), "summary": summary}

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crisscross.formats.manifest import verify
 from crisscross.pipelines.stage import configure_logging, load_params, read_params
 from crisscross.release.build import ReleaseRequest, ReleaseSettings, build, diff_releases, rounds_from
-from crisscross.release.manifest import verify
 
 STAGE = "release"
 DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples and Flickr30k Entities boxes (also: `release verify DIR`, `release diff A B`)."

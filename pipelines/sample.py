@@ -49,7 +49,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         int(params["i2i_top"]),
         int(params["c2c_top"]),
         float(params["cocaption_ratio"]),
-        int(stage.base.get("seed", 0)),
+        stage.seed,
         bool(params["allow_cross_method"]),
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
@@ -97,6 +97,6 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
             )
             line += f"; {facts['left_out']} left out ({why})"
         summary[space] = line
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.shown(stage.out)}"
     return {"candidates": counts, "coverage": coverage, "rejected": count_reasons(quarantine), "summary": summary}

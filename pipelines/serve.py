@@ -26,12 +26,12 @@ import pandas as pd
 from crisscross.aggregate.quality import rater_report
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.formats import batches
+from crisscross.annotate.store import Store, open_store, redact
 from crisscross.annotate.tasks import TaskParams
 from crisscross.core import io
 from crisscross.core.errors import UserError
 from crisscross.core.settings import setting
 from crisscross.pipelines.stage import load_params, require
-from crisscross.serve.store import Store, open_store, redact
 
 STAGE = "serve"
 DEFAULT_URL = "http://127.0.0.1:8000"

@@ -109,7 +109,7 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
             entry["pairs"] = table.num_rows
             if backend.approximate:
                 entry["recall_at_k"] = measured_recall(
-                    io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), int(stage.base.get("seed", 0))
+                    io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), stage.seed
                 )
         per_space[space] = entry
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"

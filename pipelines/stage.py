@@ -51,6 +51,15 @@ class StageArgs:
         """A path as reports and outputs name it: relative to the launching directory (the project root)."""
         return io.shown(path, self.root)
 
+    @property
+    def seed(self) -> int:
+        """``base.seed``: where every random step of the stage starts (``crisscross.core.rng``)."""
+        return int(self.base.get("seed", 0))
+
+    def rejected_line(self, rejected: int, what: str = "") -> str:
+        """The summary's ``rejected`` line: how many records the quarantine holds, and where it is."""
+        return f"{rejected}{f' {what}' if what else ''} → {self.shown(io.join(self.out, QUARANTINE))}"
+
 
 def local_path(value: str) -> str:
     """The argparse ``type`` of a flag naming a file or folder (or a ``name:path`` source): absolute."""

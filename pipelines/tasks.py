@@ -17,11 +17,11 @@ import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.formats import ANSWER_KEY, answer_key, export_tasks
-from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE
 from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
 from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "tasks"
@@ -55,7 +55,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     else:
         candidates = require(io.join(stage.inputs, "candidates.parquet"), "sample")
         gold_spaces(stage.flags.embeddings, settings.gold_text_encoders, settings.gold_image_encoders)  # fail early, with advice
-    seed = int(stage.base.get("seed", 0))
+    seed = stage.seed
     outputs = pipeline | "Tasks" >> BuildTasks(candidates, stage.flags.items, stage.flags.embeddings, settings, seed, batched=batched)
     outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings, seed)
     write_quarantine(outputs.rejected, out, stage.root)
@@ -99,7 +99,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     needed = len(tasks) * replicas
     summary["judgments needed"] = f"{needed:,} ({len(tasks):,} task rows × {replicas} raters)"
-    summary["rejected"] = f"{len(quarantine)} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["rejected"] = stage.rejected_line(len(quarantine))
     summary["outputs"] = (
         f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )

@@ -162,3 +162,15 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     assert (project / "build" / "verify" / "rated" / "verify.csv").is_file() and (
         project / "build" / "sits" / "rated" / "sits.csv"
     ).is_file()
+    # the README's next step: compare the experiment through the metrics and plots dvc.yaml declares
+    views = {c.split()[1]: c for c in readme_commands("dvc") if c.startswith(("dvc exp show", "dvc metrics diff", "dvc plots diff"))}
+    assert sorted(views) == ["exp", "metrics", "plots"]
+    shown = {
+        name: subprocess.run(shlex.split(c), cwd=project, capture_output=True, text=True, check=False, env=env) for name, c in views.items()
+    }
+    assert all(r.returncode == 0 for r in shown.values()), {n: r.stderr[-1000:] for n, r in shown.items()}
+    assert "STS.alpha" in shown["exp"].stdout and "minilm" in shown["exp"].stdout  # the experiment's metrics beside its params
+    facts = json.loads((project / "build" / "rated" / "facts.json").read_text())
+    assert "| build/rated/facts.json" in shown["metrics"].stdout and str(facts["STS"]["items"]) in shown["metrics"].stdout
+    page = (project / "dvc_plots" / "index.html").read_text()
+    assert all(name in page for name in ("score_distribution.png", "item_std.png", "recall_at_k.png"))

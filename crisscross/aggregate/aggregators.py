@@ -33,14 +33,14 @@ from typing import Any, ClassVar, Self
 import numpy as np
 import pandas as pd
 
-from crisscross.annotate.schema import (
+from crisscross.core.registry import Registry
+from crisscross.formats.schema import (
     SCORE_MAX,
     SCORE_MIN,
     TASK_TYPES,
     VERIFY_ANSWERS,
     task_type,
 )
-from crisscross.core.registry import Registry
 
 RATINGS = "ratings"
 CATEGORICAL = "categorical"

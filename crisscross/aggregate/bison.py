@@ -33,11 +33,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.annotate.schema import CHOOSE, CHOOSE_NONE, TRIPLE_ANSWERS, TRIPLE_TARGET, VERIFY_TRIPLE
 from crisscross.core.ids import IMAGE_KIND, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.embed.sets import EmbeddingSet, unit_rows
+from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, TRIPLE_ANSWERS, TRIPLE_TARGET, VERIFY_TRIPLE
 
 TRIPLE_VERIFIERS = 2  # BISON §4.1: "Each verification trial was performed by two annotators"
 TRIPLES_SCHEMA = pa.schema(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, TASK_TYPES
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, TASK_TYPES
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a figure is drawn, not with the stage command
     from matplotlib.axes import Axes

@@ -28,18 +28,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.annotate.schema import VERIFY, VERIFY_POSITIVE
 from crisscross.core import io
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.settings import setting
-from crisscross.evaluate.metrics import PositiveRanks, kendall_tau_b, map_at_r, r_precision, ranks_of_positives
-from crisscross.evaluate.protocol import SCORE_BLOCK_ELEMENTS, Gallery, Model
-from crisscross.evaluate.truths import ECCV_FILES, GroundTruth
+from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
+from crisscross.formats.schema import VERIFY, VERIFY_POSITIVE
+from crisscross.scoring.metrics import PositiveRanks, kendall_tau_b, map_at_r, r_precision, ranks_of_positives
+from crisscross.scoring.protocol import SCORE_BLOCK_ELEMENTS, Gallery, Model
+from crisscross.scoring.truths import GroundTruth
 
 Pair = tuple[str, str]  # (image id, caption id)
-I2T, T2I = "i2t", "t2i"
-DIRECTIONS: dict[str, tuple[str, str]] = {I2T: (IMAGE_KIND, CAPTION_KIND), T2I: (CAPTION_KIND, IMAGE_KIND)}
 VERIFIED, ORIGINAL = "verified", "original"
 FULL = "full"  # the truth variant with every positive
 AUDIT_METRICS: dict[str, Callable[[PositiveRanks], tuple[float, int]]] = {"mAP@R": map_at_r, "R-Precision": r_precision}

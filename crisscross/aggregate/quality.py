@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from crisscross.aggregate.aggregators import sorted_codes, task_type_codes
-from crisscross.annotate.schema import (
+from crisscross.formats.schema import (
     BISON_TYPES,
     CHOOSE,
     CHOOSE_NONE,

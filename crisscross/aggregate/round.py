@@ -16,7 +16,7 @@ Steps (each a function of :mod:`crisscross.aggregate.quality`, :mod:`crisscross.
    by :data:`crisscross.aggregate.bison.ROUND_RULES` (CHOOSE: a caption was chosen, not
    "none"; VERIFY-TRIPLE: every one of at least two verifiers answered "target").
 
-Duplicates rule: an item is an unordered pair for STS and SIS (:func:`crisscross.annotate.schema.item_id`),
+Duplicates rule: an item is an unordered pair for STS and SIS (:func:`crisscross.formats.schema.item_id`),
 so judgments of a pair written in either order, or sampled into two batches, are *pooled* into
 one item and aggregated together.  The report counts such pooled items per type — items with
 more judgments than the type's usual number — and how many of them have judgments on both
@@ -47,7 +47,7 @@ from crisscross.aggregate.quality import (
     split_by_exclusion,
     split_gold,
 )
-from crisscross.annotate.schema import (
+from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     POSITIVE_THRESHOLDS,
     TASK_TYPES,

@@ -7,7 +7,7 @@ self-contained (ids, caption text, image path or URI as the images table gives i
 rater-facing file (a method named ``gold`` would give them away): every format gets the same
 ``answer_key.csv`` beside it, listing the gold items, for the people running the round.
 BISON items also carry their options (CHOOSE: the target's captions; VERIFY-TRIPLE: the target
-and decoy images in the seeded order of :func:`~crisscross.annotate.schema.decoy_first`), each
+and decoy images in the seeded order of :func:`~crisscross.formats.schema.decoy_first`), each
 with the answer picking it gives.
 
 Import (:data:`JUDGMENT_FORMATS`): ``read(name, data)`` parses one file's bytes into
@@ -20,7 +20,7 @@ with a one-line message naming it, and no other exception leaves a reader, whate
 :mod:`crisscross.annotate.validate` checks them.  A record names its item by ``item_id``, by ``task_type`` + ``id_a`` + ``id_b``, or by
 ``batch_id`` + ``position``.
 
-``store`` reads the rater app's database (:mod:`crisscross.serve.store`) instead of files: its
+``store`` reads the rater app's database (:mod:`crisscross.annotate.store`) instead of files: its
 ``--judgments`` values are database locations (a SQLite path or a ``postgresql://`` URL), one
 record per stored judgment, validated like any file's.
 
@@ -48,7 +48,13 @@ import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import INSTRUCTIONS, VERIFY_MEANINGS
-from crisscross.annotate.schema import (
+from crisscross.annotate.store import open_store, redact
+from crisscross.core.errors import UserError
+from crisscross.core.ids import CAPTION_KIND, split_id
+from crisscross.core.io import csv_bytes
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.registry import Registry
+from crisscross.formats.schema import (
     BISON_TYPES,
     CHOOSE,
     GOLD_NEGATIVE,
@@ -63,12 +69,6 @@ from crisscross.annotate.schema import (
     decoy_first,
     task_type,
 )
-from crisscross.core.errors import UserError
-from crisscross.core.ids import CAPTION_KIND, split_id
-from crisscross.core.io import csv_bytes
-from crisscross.core.quarantine import Rejected, reject
-from crisscross.core.registry import Registry
-from crisscross.serve.store import open_store, redact
 
 ANSWER_KEY = "answer_key.csv"
 SCORE_CONTROL = "score"  # Label Studio control names; the reader looks for these in results

@@ -4,7 +4,7 @@ paper shows its interface only in the supplement), as one text per task type."""
 
 from __future__ import annotations
 
-from crisscross.annotate.schema import (
+from crisscross.formats.schema import (
     CHOOSE,
     CHOOSE_NONE,
     SCORE_MAX,

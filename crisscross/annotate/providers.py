@@ -1,8 +1,8 @@
 """Providers: fill the annotation step without people, from earlier judgments or a simulated panel.
 
-A provider is called with a tasks table (:data:`~crisscross.annotate.schema.TASKS_SCHEMA`, one row per
+A provider is called with a tasks table (:data:`~crisscross.formats.schema.TASKS_SCHEMA`, one row per
 item and batch) and returns :class:`Provided`: the judgments it could give
-(:data:`~crisscross.annotate.schema.JUDGMENTS_SCHEMA`, sorted by item, batch, worker) and the task rows
+(:data:`~crisscross.formats.schema.JUDGMENTS_SCHEMA`, sorted by item, batch, worker) and the task rows
 it could not judge, each with a reason (:data:`UNJUDGED_SCHEMA`: a tasks table plus ``reason`` and
 ``detail``, so it can go straight to people).  The annotate stage picks them by name through
 :data:`crisscross.annotate.sources.JUDGMENT_SOURCES`:
@@ -33,7 +33,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.annotate.schema import (
+from crisscross.core import io
+from crisscross.core.errors import InputError
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.core.rng import generator
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
+from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
+from crisscross.formats.schema import (
     BISON_TYPES,
     CHOOSE,
     CHOOSE_NONE,
@@ -61,13 +68,6 @@ from crisscross.annotate.schema import (
     ordered_pair,
     threshold_votes,
 )
-from crisscross.core import io
-from crisscross.core.errors import InputError
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
-from crisscross.core.quarantine import Rejected, count_reasons
-from crisscross.core.rng import generator
-from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
-from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
 
 TableLike = pa.Table | pd.DataFrame
 
@@ -216,12 +216,12 @@ def load_cxc_release(folder: str | Path, split: str) -> CxcRelease:
     The release publishes only aggregated scores (the mean of five ratings, CxC §2), so each row
     becomes one judgment with ``score = agg_score``: replaying it reproduces the published
     ``agg_score`` per row, not the individual raters or their spread.  Ids become canonical
-    ``coco:`` ids; an item's ids are in :func:`~crisscross.annotate.schema.ordered_pair` order.  A pair
+    ``coco:`` ids; an item's ids are in :func:`~crisscross.formats.schema.ordered_pair` order.  A pair
     published twice (SIS lists some pairs in both orders) is one item with two judgments, by
     :func:`release_worker` ``cxc-release`` and ``cxc-release#2`` in file order, so validation
     does not take them for one worker's duplicate and aggregation averages them.  Each file is
     one batch ``cxc-release:<file stem>``; ``position`` is the item's first appearance in it (1-based).
-    Rows the release reader refuses (:func:`crisscross.release.cxc.read_cxc_file`) are rejected.
+    Rows the release reader refuses (:func:`crisscross.formats.cxc.read_cxc_file`) are rejected.
     """
     check_split(split)
     items: list[pd.DataFrame] = []

@@ -30,13 +30,13 @@ from crisscross.annotate.providers import (
     simulate_from_embeddings,
     unjudged_table,
 )
-from crisscross.annotate.schema import SOURCE_PEOPLE
+from crisscross.annotate.store import redact
 from crisscross.annotate.validate import validate
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.core.registry import Registry
-from crisscross.serve.store import redact
+from crisscross.formats.schema import SOURCE_PEOPLE
 
 CXC_PREFIX = "cxc:"
 

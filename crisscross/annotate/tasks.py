@@ -30,7 +30,15 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.schema import (
+from crisscross.core import io
+from crisscross.core.errors import UserError
+from crisscross.core.ids import CAPTION_KIND, IdFormError, split_id
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.rng import generator
+from crisscross.core.settings import setting
+from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir, unit_rows
+from crisscross.formats.schema import (
     BISON_TYPES,
     CHOOSE,
     GOLD_NEGATIVE,
@@ -48,14 +56,6 @@ from crisscross.annotate.schema import (
     ordered_pair,
     task_type,
 )
-from crisscross.core import io
-from crisscross.core.errors import UserError
-from crisscross.core.ids import CAPTION_KIND, IdFormError, split_id
-from crisscross.core.quarantine import Rejected, reject
-from crisscross.core.rng import generator
-from crisscross.core.settings import setting
-from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
-from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir, unit_rows
 
 # ---------------------------------------------------------------------------- items
 

@@ -26,7 +26,7 @@ one of these stable reasons:
 
 Symmetric task types find their item whichever order a record writes the pair in: records
 naming ``task_type`` + ``id_a`` + ``id_b``, or an ``item_id`` with the pair reversed, are resolved
-through :func:`~crisscross.annotate.schema.item_id`.  Times are
+through :func:`~crisscross.formats.schema.item_id`.  Times are
 written as ISO-8601 UTC (``…Z``); times without a zone are taken to be UTC.
 """
 
@@ -42,7 +42,8 @@ from typing import Any
 import pyarrow as pa
 
 from crisscross.annotate.formats import RawJudgment
-from crisscross.annotate.schema import (
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.formats.schema import (
     ANSWER_RULES,
     JUDGMENTS_SCHEMA,
     SCORE_MAX,
@@ -54,7 +55,6 @@ from crisscross.annotate.schema import (
     item_id,
     task_type,
 )
-from crisscross.core.quarantine import Rejected, reject
 
 REASONS = (
     "malformed-record",

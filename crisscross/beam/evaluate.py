@@ -18,8 +18,8 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from crisscross.core import io
-from crisscross.evaluate.protocol import Gallery, Settings, evaluate, gallery_rule, load_model, model_gallery
-from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, Report
+from crisscross.scoring.protocol import Gallery, Settings, evaluate, gallery_rule, load_model, model_gallery
+from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, Report
 
 STAGE = "evaluate"
 

@@ -33,7 +33,7 @@ from crisscross.candidates.machine import (
     select_queries,
 )
 from crisscross.core import io, numerics
-from crisscross.evaluate.protocol import Gallery
+from crisscross.scoring.protocol import Gallery
 
 STAGE = "filter"
 

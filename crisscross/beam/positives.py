@@ -32,7 +32,8 @@ from crisscross.beam.common import gather, route
 from crisscross.beam.evaluate import gallery_of, load_truth
 from crisscross.candidates.machine import load_annotators, read_queries, settings_of_annotators
 from crisscross.core import io, numerics
-from crisscross.evaluate.protocol import Model, load_model
+from crisscross.formats.eccv import I2T, T2I
+from crisscross.scoring.protocol import Model, load_model
 
 STAGE = "positives"
 
@@ -100,7 +101,7 @@ class ScoreModel(beam.DoFn):
 
     def process(self, name: str, variants: Mapping[str, frozenset[Pair]]) -> Iterable[tuple[str, AuditScores]]:
         queries = read_queries(io.read_parquet(io.join(self._inputs.filter, "queries.parquet")))
-        by_direction = {"i2t": queries.images, "t2i": queries.captions}
+        by_direction = {I2T: queries.images, T2I: queries.captions}
         self._models.inc()
         yield name, audit_scores(audit_model(name, self._inputs), gallery_of(self._inputs.items), by_direction, variants)
 

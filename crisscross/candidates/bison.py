@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from crisscross.annotate.schema import CHOOSE, CHOOSE_NONE
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.settings import setting
 from crisscross.embed.sets import EmbeddingSet, row_problem, unit_rows
+from crisscross.formats.schema import CHOOSE, CHOOSE_NONE
 
 DECOY_METHOD = "bison_decoy"  # target–decoy pairs: CHOOSE items (crisscross.annotate.tasks)
 CHOSEN_METHOD = "bison_chosen"  # caption–decoy pairs: VERIFY-TRIPLE items

@@ -47,13 +47,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS
 from crisscross.candidates.cxc import CANDIDATES_SCHEMA
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
-from crisscross.release.cxc import CXC_SPLITS, cxc_csv, read_cxc_file
+from crisscross.formats.cxc import CXC_SPLITS, cxc_csv, read_cxc_file
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS
 
 C2I_INTRASIM = "c2i_intrasim"
 C2I_ORIGINAL = "c2i_original"

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from crisscross.annotate.schema import SIS, STS
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
-from crisscross.release.cxc import cxc_csv
+from crisscross.formats.cxc import cxc_csv
+from crisscross.formats.schema import SIS, STS
 
 I2I_CSIM = "i2i_csim"
 C2C_ISIM = "c2c_isim"

@@ -1,6 +1,6 @@
 """ECCV Caption machine-annotator filter (ECCV Caption §3, §3.1 / App. A.2, §3.3, App. E).
 
-*Machine annotators* are image–text scorers (:class:`crisscross.evaluate.protocol.Model`): the
+*Machine annotators* are image–text scorers (:class:`crisscross.scoring.protocol.Model`): the
 evaluate stage's models (``load_model``: embedding sets in one joint space, score matrices) and,
 offline, a *text proxy* per text encoder (:class:`TextProxyModel`), which scores an image by the
 mean of its unit caption vectors (its co-caption mean); a caption against its *own* image is
@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD
 from crisscross.annotate.tasks import VERIFY_METHOD
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
@@ -58,12 +57,12 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_TEXT_ENCODERS
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
-from crisscross.evaluate.metrics import kendall_tau_b
-from crisscross.evaluate.protocol import Block, CoverageError, Gallery, Model, load_model
-from crisscross.evaluate.truths import ECCV_FILES, eccv_data_dir
+from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD
+from crisscross.scoring.metrics import kendall_tau_b
+from crisscross.scoring.protocol import Block, CoverageError, Gallery, Model, load_model
+from crisscross.scoring.truths import eccv_data_dir
 
-I2T, T2I = "i2t", "t2i"
-DIRECTIONS: dict[str, tuple[str, str]] = {I2T: (IMAGE_KIND, CAPTION_KIND), T2I: (CAPTION_KIND, IMAGE_KIND)}
 QUERY_MODES = ("all", "sample", "file")
 ECCV_QUERY_SET = "eccv"  # query_file value: the eccv-caption package's query set
 PROXY_PREFIX = "text-proxy:"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -25,20 +26,32 @@ import yaml
 
 from crisscross import __version__
 from crisscross.annotate.instructions import INSTRUCTIONS
-from crisscross.annotate.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED, VERIFY
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.settings import setting
+from crisscross.formats.cxc import CXC_FILES, CXC_SPLITS, cxc_csv
+from crisscross.formats.eccv import ECCV_FILES
+from crisscross.formats.manifest import (
+    DATA,
+    INFO,
+    SUMS,
+    data_counts,
+    file_sha256,
+    is_release,
+    release_files,
+    sums_text,
+    tree_sha256,
+    verify,
+)
+from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED, VERIFY
 from crisscross.release import card, croissant, merge
 from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, no_rounds, verify_maps
-from crisscross.release.cxc import CXC_FILES, CXC_SPLITS, cxc_csv
-from crisscross.release.load import Release, is_release, load_release
-from crisscross.release.manifest import DATA, INFO, SUMS, data_counts, file_sha256, release_files, sums_text, tree_sha256, verify
+from crisscross.release.load import Release, load_release
 from crisscross.release.parts import PARTS, Part, read_parts, units, write_part
 from crisscross.release.pseudonyms import load_salt
 from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs, diff_tables
 
-POSITIVES_REQUIRED = ("eccv_image_to_caption.json", "eccv_caption_to_image.json")
+POSITIVES_REQUIRED = tuple(ECCV_FILES.values())
 POSITIVES_OPTIONAL = ("positives.parquet", "bias_audit.json")
 MERGED = "dataset_coco_cxc.json"
 CHANGELOG = "CHANGELOG.md"
@@ -147,10 +160,10 @@ def code_version() -> str:
     """``crisscross <version> (code <sha256 of its Python sources>)``: the code's content, not a git
     commit, so the same code gives the same release bytes at any commit (a commit cannot name
     itself in the ``dvc.lock`` it carries) and a consumer can still tell builds apart."""
-    import crisscross.pipelines
-
+    commands = importlib.util.find_spec("crisscross.pipelines")  # found, not imported: only its files are read
+    assert commands is not None and commands.submodule_search_locations
     digest = hashlib.sha256()
-    for root in (Path(__file__).resolve().parents[1], Path(crisscross.pipelines.__file__).resolve().parent):
+    for root in (Path(__file__).resolve().parents[1], Path(next(iter(commands.submodule_search_locations))).resolve()):
         for path in sorted(root.rglob("*.py")):
             digest.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
             digest.update(path.read_bytes())

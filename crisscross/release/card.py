@@ -18,7 +18,7 @@ import pandas as pd
 
 from crisscross.aggregate.plots import DPI, SIMULATED_NOTE, item_std_png, png_bytes, score_distribution_png
 from crisscross.aggregate.quality import QualityRules
-from crisscross.annotate.schema import BISON_TYPES, RATING_TYPES, TASK_TYPES
+from crisscross.formats.schema import BISON_TYPES, RATING_TYPES, TASK_TYPES
 from crisscross.release.contents import EXCLUDED, GOLD, Contents, positives_per_query, rating_pairs
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a plot is drawn, not with the stage command

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 
 from crisscross.aggregate.round import RATED_COLUMNS
 from crisscross.annotate.providers import CXC_WORKER
-from crisscross.annotate.schema import RATING_TYPES, SOURCE_REPLAY, TASK_TYPE_INFO, VERIFY
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.ids import IdFormError, published, split_id
+from crisscross.formats.schema import RATING_TYPES, SOURCE_REPLAY, TASK_TYPE_INFO, VERIFY
 from crisscross.release.pseudonyms import Salt, pseudonyms
 
 # the aggregate stage's rated columns, with the round, the split and the published ids beside the ids

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from crisscross.core.errors import InputError
-from crisscross.release.manifest import file_sha256
+from crisscross.formats.manifest import file_sha256
 
 if TYPE_CHECKING:  # mlcroissant (0.5 s) loads when a release is described or checked, not with the command
     import mlcroissant as mlc

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crisscross.core.errors import InputError
-from crisscross.release.manifest import DATA, INFO, SUMS
+from crisscross.formats.manifest import DATA, INFO, SUMS, is_release
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,6 @@ class Release:
     def files(self, folder: str) -> list[Path]:
         """The files of a folder under ``data/`` (e.g. ``entities/Annotations``), sorted."""
         return sorted(p for p in (self.path / DATA / folder).iterdir() if p.is_file())
-
-
-def is_release(folder: str | Path) -> bool:
-    """A release folder: ``release.json`` and ``SHA256SUMS`` (a release of COCO-BISON or Flickr30k
-    Entities alone has no ``pairs.parquet``)."""
-    return (Path(folder) / INFO).is_file() and (Path(folder) / SUMS).is_file()
 
 
 def load_release(path: str | Path) -> Release:

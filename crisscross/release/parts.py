@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crisscross.annotate.schema import SOURCE_PEOPLE, SOURCE_SIMULATED
 from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.registry import Registry
+from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_SIMULATED
 from crisscross.release.card import md
 from crisscross.release.pseudonyms import Salt, pseudonyms
 

@@ -22,7 +22,10 @@ from pydantic import BaseModel, Field
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
-from crisscross.annotate.schema import (
+from crisscross.annotate.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
+from crisscross.core.errors import InputError
+from crisscross.core.ids import CAPTION_KIND, split_id
+from crisscross.formats.schema import (
     CHOOSE,
     CHOOSE_NONE,
     SCORE_MAX,
@@ -35,12 +38,9 @@ from crisscross.annotate.schema import (
     decoy_first,
     task_type,
 )
-from crisscross.core.errors import InputError
-from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.serve import assets
 from crisscross.serve.examples import SCALE_LABELS, SIDE_LABELS, Example, ExampleSide, worked_examples
 from crisscross.serve.security import BodyLimit, RateLimiter, confined, csrf_ok, csrf_token, image_root
-from crisscross.serve.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
 
 SESSION_COOKIE = "crisscross_session"
 CSRF_HEADER = "X-CSRF-Token"

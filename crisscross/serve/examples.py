@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.schema import CHOOSE, SIS, SITS, STS, VERIFY, VERIFY_TRIPLE, item_id
+from crisscross.formats.schema import CHOOSE, SIS, SITS, STS, VERIFY, VERIFY_TRIPLE, item_id
 
 # CxC Figures 4 (STS), 5 (SIS) and 6 (SITS): the labels along each interface's scale.
 SCALE_LABELS: dict[str, dict[int, str]] = {

@@ -20,8 +20,8 @@ from crisscross.aggregate.bison import (
 )
 from crisscross.aggregate.quality import rater_report
 from crisscross.aggregate.round import RoundSettings, aggregate_round
-from crisscross.annotate.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE, item_id
 from crisscross.embed.sets import EmbeddingSet, unit_rows
+from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE, item_id
 
 
 def judgment(kind: str, a: str, b: str, worker: str, answer: str) -> dict[str, object]:

@@ -23,8 +23,8 @@ from crisscross.aggregate.positives import (
     verified_pairs,
     write_eccv_json,
 )
-from crisscross.evaluate.protocol import Gallery, ScoreMatrixModel
-from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, load_eccv
+from crisscross.scoring.protocol import Gallery, ScoreMatrixModel
+from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, load_eccv
 
 I = [f"coco:img:{n}" for n in range(5)]  # noqa: E741 - images i0..i4
 C = [f"coco:cap:{10 + n}" for n in range(5)]  # caption c_n belongs to image i_n

@@ -10,7 +10,7 @@ from crisscross.aggregate.quality import (
     split_by_exclusion,
     split_gold,
 )
-from crisscross.annotate.schema import VERIFY_ANSWERS
+from crisscross.formats.schema import VERIFY_ANSWERS
 
 YES, PARTLY, MOSTLY_NO, NO = VERIFY_ANSWERS
 RULES = {"min_judgments": 4, "min_gold_items": 2}

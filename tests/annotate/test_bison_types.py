@@ -18,7 +18,13 @@ from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.formats import JUDGMENT_FORMATS, ExportError, export_tasks
 from crisscross.annotate.instructions import INSTRUCTIONS
 from crisscross.annotate.providers import DEFAULT_ANCHORS, Panel, Reference, Simulate, SimulateParams, cosine_to_score
-from crisscross.annotate.schema import (
+from crisscross.annotate.store import Answer, Refused, TaskRow, check_answers
+from crisscross.annotate.tasks import GoldError, TaskParams, build_tasks, items_from_candidates, make_batches
+from crisscross.annotate.validate import _Refused, _value, validate
+from crisscross.candidates.bison import CHOSEN_METHOD, DECOY_METHOD
+from crisscross.core import io as cio
+from crisscross.core.rng import generator
+from crisscross.formats.schema import (
     ANSWER_RULES,
     CHOOSE,
     CHOOSE_NONE,
@@ -29,12 +35,6 @@ from crisscross.annotate.schema import (
     decoy_first,
     item_id,
 )
-from crisscross.annotate.tasks import GoldError, TaskParams, build_tasks, items_from_candidates, make_batches
-from crisscross.annotate.validate import _Refused, _value, validate
-from crisscross.candidates.bison import CHOSEN_METHOD, DECOY_METHOD
-from crisscross.core import io as cio
-from crisscross.core.rng import generator
-from crisscross.serve.store import Answer, Refused, TaskRow, check_answers
 
 SEED = 20260701
 

@@ -29,17 +29,6 @@ from crisscross.annotate.formats import (
     export_tasks,
     label_studio_config,
 )
-from crisscross.annotate.schema import (
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SIS,
-    SITS,
-    STS,
-    VERIFY,
-    VERIFY_ANSWERS,
-    item_id,
-    task_type,
-)
 from crisscross.annotate.tasks import (
     Space,
     TaskParams,
@@ -50,6 +39,17 @@ from crisscross.annotate.tasks import (
 from crisscross.annotate.validate import validate
 from crisscross.candidates.cxc import C2C_COCAPTION, cocaption_pairs
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
+from crisscross.formats.schema import (
+    GOLD_NEGATIVE,
+    GOLD_POSITIVE,
+    SIS,
+    SITS,
+    STS,
+    VERIFY,
+    VERIFY_ANSWERS,
+    item_id,
+    task_type,
+)
 
 REPLICAS = 3
 WORKERS = [f"W{r}" for r in range(REPLICAS)]

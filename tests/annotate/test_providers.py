@@ -25,7 +25,16 @@ from crisscross.annotate.providers import (
     release_worker,
     simulate_from_embeddings,
 )
-from crisscross.annotate.schema import (
+from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
+from crisscross.core.registry import UnknownNameError
+from crisscross.embed.sets import (
+    CAPTIONS,
+    COCAPTION_MEAN,
+    EmbeddingSet,
+    cocaption_mean,
+    set_dir,
+)
+from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     SCORE_MAX,
     SCORE_MIN,
@@ -38,15 +47,6 @@ from crisscross.annotate.schema import (
     VERIFY,
     VERIFY_ANSWERS,
     item_id,
-)
-from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
-from crisscross.core.registry import UnknownNameError
-from crisscross.embed.sets import (
-    CAPTIONS,
-    COCAPTION_MEAN,
-    EmbeddingSet,
-    cocaption_mean,
-    set_dir,
 )
 
 SEED = 20260701

@@ -12,18 +12,6 @@ import pytest
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import INSTRUCTIONS, RATING_CRITERIA
-from crisscross.annotate.schema import (
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SIS,
-    SITS,
-    STS,
-    TASK_TYPES,
-    TASKS_SCHEMA,
-    VERIFY,
-    VERIFY_ANSWERS,
-    item_id,
-)
 from crisscross.annotate.tasks import (
     ITEMS_SCHEMA,
     SAMPLING_GOLD,
@@ -41,6 +29,18 @@ from crisscross.annotate.tasks import (
     verify_items,
 )
 from crisscross.embed.sets import EmbeddingSet
+from crisscross.formats.schema import (
+    GOLD_NEGATIVE,
+    GOLD_POSITIVE,
+    SIS,
+    SITS,
+    STS,
+    TASK_TYPES,
+    TASKS_SCHEMA,
+    VERIFY,
+    VERIFY_ANSWERS,
+    item_id,
+)
 
 N_IMAGES = 40
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS
-from crisscross.annotate.schema import (
+from crisscross.annotate.validate import REASONS, parse_time, summary, validate
+from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     SIS,
     SITS,
@@ -21,7 +22,6 @@ from crisscross.annotate.schema import (
     VERIFY,
     item_id,
 )
-from crisscross.annotate.validate import REASONS, parse_time, summary, validate
 
 C1, C2, C3 = "t:cap:1", "t:cap:2", "t:cap:3"
 I1, I2 = "t:img:1", "t:img:2"

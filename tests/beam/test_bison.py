@@ -14,11 +14,11 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.aggregate.bison import Triple
 from crisscross.aggregate.round import RoundSettings, aggregate_round
-from crisscross.annotate.schema import CHOOSE, VERIFY_TRIPLE, item_id
 from crisscross.beam.bison import AssembleBison, BisonInputs
 from crisscross.beam.decoys import FindDecoys
 from crisscross.candidates.bison import Chosen, DecoySettings
 from crisscross.embed.sets import COCAPTION_MEAN, EmbeddingSet, set_dir
+from crisscross.formats.schema import CHOOSE, VERIFY_TRIPLE, item_id
 
 
 def write_items(root: Path) -> Path:

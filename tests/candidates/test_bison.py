@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crisscross.annotate.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE
 from crisscross.candidates.bison import (
     CHOSEN_METHOD,
     DECOY_METHOD,
@@ -22,6 +21,7 @@ from crisscross.candidates.bison import (
 )
 from crisscross.core.quarantine import Rejected
 from crisscross.embed.sets import EmbeddingSet
+from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE
 
 
 def image(i: str, path: str | None = None) -> dict[str, object]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from crisscross.annotate.schema import SIS, SITS, STS, TASK_TYPE_INFO
 from crisscross.annotate.tasks import METHOD_PREFIX_TASK_TYPE
 from crisscross.candidates.c2i import (
     BOTH,
@@ -36,7 +35,8 @@ from crisscross.candidates.c2i import (
 )
 from crisscross.core.ids import split_id
 from crisscross.core.quarantine import Rejected
-from crisscross.release.cxc import read_cxc_file
+from crisscross.formats.cxc import read_cxc_file
+from crisscross.formats.schema import SIS, SITS, STS, TASK_TYPE_INFO
 
 
 def img(n: int) -> str:

@@ -11,8 +11,8 @@ from benchmarks.reference import reference_retrieval
 from crisscross.core.errors import ParamError, UserError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.evaluate.metrics import PositiveRanks, Positives, map_at_r, metrics_from_ranks, r_precision, ranks_of_positives
-from crisscross.evaluate.protocol import (
+from crisscross.scoring.metrics import PositiveRanks, Positives, map_at_r, metrics_from_ranks, r_precision, ranks_of_positives
+from crisscross.scoring.protocol import (
     ALL,
     FOLDS,
     CoverageError,
@@ -25,8 +25,8 @@ from crisscross.evaluate.protocol import (
     model_gallery,
     retrieval_ranks,
 )
-from crisscross.evaluate.truths import COMPAT_R, GroundTruth
-from tests.evaluate.test_protocol import N_IMAGES, PER_IMAGE, dense, synthetic
+from crisscross.scoring.truths import COMPAT_R, GroundTruth
+from tests.scoring.test_protocol import N_IMAGES, PER_IMAGE, dense, synthetic
 
 SETTINGS = Settings(ratings=(), folds=2, bootstrap_samples=10)
 

@@ -51,9 +51,9 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from crisscross.evaluate.metrics import metrics_from_ranks
-from crisscross.evaluate.protocol import ALL, FOLDS, TASK_KINDS, Gallery, ScoreMatrixModel, Settings, evaluate, retrieval_ranks
-from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, eccv_data_dir
+from crisscross.scoring.metrics import metrics_from_ranks
+from crisscross.scoring.protocol import ALL, FOLDS, TASK_KINDS, Gallery, ScoreMatrixModel, Settings, evaluate, retrieval_ranks
+from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, eccv_data_dir
 
 eccv_caption = pytest.importorskip("eccv_caption")
 

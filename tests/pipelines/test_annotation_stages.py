@@ -245,8 +245,8 @@ def test_positives_merge_the_verify_round_into_an_eccv_truth_with_its_audit(
     read back by our loader and by the eccv-caption package; the audit's sole finds add up."""
     from eccv_caption import Metrics
 
-    from crisscross.evaluate.truths import load_eccv
     from crisscross.pipelines import positives
+    from crisscross.scoring.truths import load_eccv
 
     root = verify_round
     argv = ["--in", str(root / "rated"), "--filter", str(root / "filter"), "--items", str(demo_round / "items")]

@@ -71,6 +71,12 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(demo_repro: Path, tmp_path:
     assert json.loads((clone / "releases" / "demo-simulated" / "release.json").read_text())["version"] == "1.0.0-simulated"
     again = subprocess.run(["dvc", "repro"], check=False, cwd=clone, capture_output=True, text=True, env=env)
     assert "didn't change, skipping" in again.stdout
+    # the metrics dvc.yaml declares are what the stages wrote
+    shown = subprocess.run(["dvc", "metrics", "show", "--json"], check=True, cwd=clone, capture_output=True, text=True, env=env)
+    metrics = json.loads(shown.stdout)[""]["data"]
+    assert {"build/rated/facts.json", "build/positives/bias_audit.json", "build/evaluation/metrics.json"} <= set(metrics)
+    facts = json.loads((clone / "build" / "rated" / "facts.json").read_text())
+    assert metrics["build/rated/facts.json"]["data"] == facts and facts["STS"]["items"] > 0
 
 
 # --------------------------------------------------------------------------- params and errors a person reads

@@ -12,12 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from crisscross.candidates.machine import I2T, T2I, coverage_of
+from crisscross.candidates.machine import coverage_of
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, cocaption_mean, set_dir
-from crisscross.evaluate.truths import load_eccv
+from crisscross.formats.eccv import I2T, T2I
 from crisscross.pipelines import filter as filter_stage
 from crisscross.pipelines.cli import STAGES
+from crisscross.scoring.truths import load_eccv
 
 
 @pytest.fixture(autouse=True)

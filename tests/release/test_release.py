@@ -24,13 +24,13 @@ import crisscross
 from crisscross.annotate.providers import load_cxc_release
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.evaluate.truths import GROUND_TRUTHS
+from crisscross.formats.manifest import ReleaseCheckError, verify
 from crisscross.pipelines import aggregate, annotate, ingest
 from crisscross.pipelines import release as command
 from crisscross.pipelines.cli import main as cli
 from crisscross.release.croissant import validate
-from crisscross.release.manifest import ReleaseCheckError, verify
 from crisscross.release.pseudonyms import PUBLIC_SALT, Salt, pseudonym
+from crisscross.scoring.truths import GROUND_TRUTHS
 
 SALT = "test-salt-0123456789abcdef"
 CXC_COUNTS = {"sts_test.csv": 44_045, "sis_test.csv": 46_719, "sits_test.csv": 44_833}

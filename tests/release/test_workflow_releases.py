@@ -26,11 +26,11 @@ import crisscross
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.entities.files import read_annotation
+from crisscross.formats.manifest import ReleaseCheckError, verify
 from crisscross.pipelines import aggregate, annotate, bison, boxes, coref, decoys, embed, ingest, mentions, tasks
 from crisscross.pipelines import release as command
 from crisscross.pipelines.cli import main as cli
 from crisscross.release.croissant import validate
-from crisscross.release.manifest import ReleaseCheckError, verify
 from crisscross.release.pseudonyms import PREFIX
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -323,7 +323,7 @@ def test_entities_drawn_by_people_are_released_without_the_simulated_label(proje
 
 def test_a_release_without_rated_pairs_is_no_retrieval_truth(entities_release: Path) -> None:
     """``evaluate --truth release:`` on an Entities (or BISON-only) release says what to do instead."""
-    from crisscross.evaluate.truths import load_release as truth_of_release
+    from crisscross.scoring.truths import load_release as truth_of_release
 
     with pytest.raises(FileNotFoundError, match=r"has no rated pairs .* --bison instead"):
         truth_of_release(entities_release)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from crisscross.serve.store import Store
+from crisscross.annotate.store import Store
 from tests.serve.round import COLOURS, MARKUP, Clock, RoundFiles, cap, free_port, img, make_app, make_store, tasks_table
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
+from crisscross.annotate.store import Store
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
 from crisscross.serve.app import AppConfig, Round, create_app
-from crisscross.serve.store import Store
 
 MARKUP = '<script>alert("x")</script><b>bold</b> & <img src=x onerror=alert(1)>'
 COLOURS = ["#c0392b", "#27ae60", "#2980b9", "#f1c40f", "#8e44ad", "#16a085", "#d35400", "#7f8c8d"]

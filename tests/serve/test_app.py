@@ -12,10 +12,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.store import Store
 from crisscross.serve import assets
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE, AppConfig, Round, create_app
 from crisscross.serve.security import RateLimiter, confined
-from crisscross.serve.store import Store
 from tests.serve.round import MARKUP, Clock, RoundFiles, make_app, tasks_table
 
 NOW = 1_800_000_000.0

@@ -16,9 +16,9 @@ import yaml
 from fastapi.testclient import TestClient
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.schema import CHOOSE, NOT_GOLD, TASKS_SCHEMA, VERIFY_TRIPLE, decoy_first, item_id
+from crisscross.annotate.store import Store
+from crisscross.formats.schema import CHOOSE, NOT_GOLD, TASKS_SCHEMA, VERIFY_TRIPLE, decoy_first, item_id
 from crisscross.serve.app import CSRF_HEADER, AppConfig, Round, create_app
-from crisscross.serve.store import Store
 from tests.serve.round import MARKUP, RoundFiles, cap, free_port, img
 from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from crisscross.annotate.store import Answer, Store, token_hash
 from crisscross.pipelines import cli, serve
-from crisscross.serve.store import Answer, Store, token_hash
 from tests.serve.round import RoundFiles, make_store
 
 NOW = 1_800_000_000.0

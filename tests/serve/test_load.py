@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from crisscross.annotate.schema import TASKS_SCHEMA, item_id
+from crisscross.annotate.store import Store
+from crisscross.formats.schema import TASKS_SCHEMA, item_id
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE
-from crisscross.serve.store import Store
 from tests.serve.round import free_port
 
 RATERS = int(os.environ.get("CRISSCROSS_LOAD_RATERS", "12"))

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
-from crisscross.serve.store import Answer, Refused, Store
+from crisscross.annotate.store import Answer, Refused, Store
 from tests.serve.round import tasks_table
 
 URL = os.environ.get("CRISSCROSS_TEST_POSTGRES", "")

@@ -8,7 +8,7 @@ import pytest
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS, DatabaseFormat, JudgmentFileError
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
-from crisscross.serve.store import Answer
+from crisscross.annotate.store import Answer
 from tests.serve.round import make_store, tasks_table
 
 NOW = 1_800_000_000.0

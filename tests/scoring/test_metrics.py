@@ -14,8 +14,8 @@ from benchmarks.reference import (
     reference_pmrp,
     reference_ranks,
 )
-from crisscross.evaluate import metrics
-from crisscross.evaluate.metrics import (
+from crisscross.scoring import metrics
+from crisscross.scoring.metrics import (
     NO_POSITIVE,
     Positives,
     bison_accuracy,

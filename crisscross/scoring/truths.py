@@ -8,7 +8,7 @@ retrieval tasks, each pair written ``(query, gallery)``:
 and the graded human ratings used for correlation (CxC §5): ``sts`` (caption, caption, score),
 ``sis`` (image, image, score), ``sits`` (caption, image, score); each rated pair keeps the
 orientation of its first row, whose first id is the *query* the bootstrap correlation samples
-(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.evaluate.metrics.Positives` for a concrete score matrix.
+(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.scoring.metrics.Positives` for a concrete score matrix.
 
 Loaders are chosen by name from :data:`GROUND_TRUTHS` and return ``(GroundTruth, report)``; the
 report counts pairs per task and duplicates resolved, and lists every unparseable record as a
@@ -85,15 +85,16 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from crisscross.annotate.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import OPTIONAL, Registry
-from crisscross.evaluate.metrics import Positives
-from crisscross.release.cxc import CXC_FILES, check_split, read_cxc_file
-from crisscross.release.load import is_release
+from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
+from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
+from crisscross.formats.manifest import is_release
+from crisscross.formats.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
+from crisscross.scoring.metrics import Positives
 
-TASKS = ("i2t", "t2i", "t2t", "i2i")
+TASKS = (*DIRECTIONS, "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
 DUPLICATE_RULES = ("mean", "any")
 GALLERY_R = "gallery"  # R = positives in the gallery
@@ -308,7 +309,7 @@ class _Rated:
 
 
 def _read_rated(path: Path, task: str, rule: str) -> tuple[_Rated, list[Rejected]]:
-    """Read one CxC CSV (:mod:`crisscross.release.cxc`), merge repeated pairs (mean), decide
+    """Read one CxC CSV (:mod:`crisscross.formats.cxc`), merge repeated pairs (mean), decide
     positives by ``rule``."""
     rows, rejected = read_cxc_file(path, task)
     threshold = POSITIVE_THRESHOLDS[task]
@@ -431,9 +432,6 @@ def load_cxc(
 # --------------------------------------------------------------------------- eccv
 
 
-ECCV_FILES = {"i2t": "eccv_image_to_caption.json", "t2i": "eccv_caption_to_image.json"}  # the package's names, ours too
-
-
 def eccv_data_dir() -> Path:
     """Folder of the JSON files shipped by ``eccv-caption``, found without importing the package
     (its import pulls in its metric code and warns about optional modules)."""
@@ -494,11 +492,11 @@ def load_eccv(data_dir: str | Path | None = None, *, captions: Any = None, r_rul
     for file in ECCV_FILES.values():
         if not (root / file).is_file():
             raise FileNotFoundError(f"no {root / file}: an ECCV-shaped folder holds {' and '.join(ECCV_FILES.values())}")
-    i2t, bad_i = _read_associations(root / ECCV_FILES["i2t"], (IMAGE_KIND, CAPTION_KIND))
-    t2i, bad_t = _read_associations(root / ECCV_FILES["t2i"], (CAPTION_KIND, IMAGE_KIND))
+    i2t, bad_i = _read_associations(root / ECCV_FILES[I2T], DIRECTIONS[I2T])
+    t2i, bad_t = _read_associations(root / ECCV_FILES[T2I], DIRECTIONS[T2I])
     name = ("eccv" if r_rule == COMPAT_R else "eccv-gallery") + (f":{root.name}" if data_dir else "")
     truth = GroundTruth(name=name, i2t=i2t, t2i=t2i, r_rule=r_rule, notes={"R": R_RULE_NOTES[r_rule]})
-    queries = {"i2t": len({q for q, _ in i2t}), "t2i": len({q for q, _ in t2i})}
+    queries = {I2T: len({q for q, _ in i2t}), T2I: len({q for q, _ in t2i})}
     return truth, _report(truth, bad_i + bad_t, queries=queries, data_dir=str(root), r_rule=r_rule)
 
 

@@ -26,6 +26,12 @@ class ReleaseCheckError(InputError):
     """A release folder does not match its own checksums or counts; the message names the file."""
 
 
+def is_release(folder: str | Path) -> bool:
+    """A release folder: ``release.json`` and ``SHA256SUMS`` (a release of COCO-BISON or Flickr30k
+    Entities alone has no ``pairs.parquet``)."""
+    return (Path(folder) / INFO).is_file() and (Path(folder) / SUMS).is_file()
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

@@ -48,7 +48,8 @@ from crisscross.core.registry import Registry
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, IMAGES, EmbeddingSet, set_dir, unit_rows
-from crisscross.evaluate.metrics import (
+from crisscross.formats.eccv import DIRECTIONS
+from crisscross.scoring.metrics import (
     BLOCK_ELEMENTS,
     NO_POSITIVE,
     PositiveRanks,
@@ -60,11 +61,10 @@ from crisscross.evaluate.metrics import (
     precision_recall,
     ranks_of_positives,
 )
-from crisscross.evaluate.truths import GroundTruth
+from crisscross.scoring.truths import GroundTruth
 
 TASK_KINDS = {
-    "i2t": (IMAGE_KIND, CAPTION_KIND),
-    "t2i": (CAPTION_KIND, IMAGE_KIND),
+    **DIRECTIONS,
     "t2t": (CAPTION_KIND, CAPTION_KIND),
     "i2i": (IMAGE_KIND, IMAGE_KIND),
 }
@@ -721,7 +721,7 @@ def positives_agreement(truths: Mapping[str, GroundTruth], verified: str, galler
     for name in sorted(truths):
         if name == verified:
             continue
-        for task in ("i2t", "t2i"):
+        for task in DIRECTIONS:
             gold = {p for p in reference.pairs(task) if p[0] in members and p[1] in members}
             queries = {q for q, _ in gold}
             predicted = [p for p in truths[name].pairs(task) if p[0] in queries and p[1] in members]

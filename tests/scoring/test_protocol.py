@@ -10,8 +10,8 @@ import pytest
 from benchmarks.reference import reference_retrieval
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.evaluate.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
-from crisscross.evaluate.protocol import (
+from crisscross.scoring.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
+from crisscross.scoring.protocol import (
     ALL,
     FOLDS,
     CoverageError,
@@ -28,7 +28,7 @@ from crisscross.evaluate.protocol import (
     recall_curve,
     retrieval_ranks,
 )
-from crisscross.evaluate.truths import GroundTruth
+from crisscross.scoring.truths import GroundTruth
 
 N_IMAGES, PER_IMAGE, DIM = 40, 3, 16
 
@@ -83,7 +83,7 @@ def dense(model: EmbeddingModel, gallery: Gallery, truth: GroundTruth, task: str
 @pytest.mark.parametrize("task", ["i2t", "t2i", "t2t", "i2i"])
 def test_retrieval_in_blocks_matches_the_per_query_reference(task, monkeypatch):
     gallery, model, truth = synthetic()
-    monkeypatch.setattr("crisscross.evaluate.protocol.SCORE_BLOCK_ELEMENTS", 7 * 120)  # several query blocks
+    monkeypatch.setattr("crisscross.scoring.protocol.SCORE_BLOCK_ELEMENTS", 7 * 120)  # several query blocks
     ranked, missing = retrieval_ranks(model, truth, gallery, task)
     got = metrics_from_ranks(ranked)
     want = reference_retrieval(*dense(model, gallery, truth, task))
@@ -226,7 +226,7 @@ def test_pmrp_in_blocks_matches_the_dense_call(monkeypatch):
     gallery, joint, truth = synthetic()
     rng = np.random.default_rng(4)
     labels = {img: tuple(np.flatnonzero(rng.random(6) < 0.3).tolist()) for img in gallery.image_ids}
-    monkeypatch.setattr("crisscross.evaluate.protocol.BLOCK_ELEMENTS", 11 * N_IMAGES * PER_IMAGE)
+    monkeypatch.setattr("crisscross.scoring.protocol.BLOCK_ELEMENTS", 11 * N_IMAGES * PER_IMAGE)
     settings = Settings(tasks=("i2t",), ratings=(), folds=1, pmrp_zetas=(0, 1), pmrp_r_cap=5)
     result = evaluate(joint, truth, "synthetic", gallery, settings, labels=labels)
     scores, _, _ = dense(joint, gallery, truth, "i2t")

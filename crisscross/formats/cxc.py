@@ -18,10 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from crisscross.annotate.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
 from crisscross.core import io
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
 
 CXC_SPLITS = ("test", "val")
 SCORE = "agg_score"

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from crisscross.annotate.schema import (
+from crisscross.core.errors import InputError, UserError
+from crisscross.formats.schema import (
     ANSWER_RULES,
     GOLD_NEGATIVE,
     GOLD_POSITIVE,
@@ -44,7 +45,6 @@ from crisscross.annotate.schema import (
     TASK_TYPES,
     task_type,
 )
-from crisscross.core.errors import InputError, UserError
 
 SCHEMA_VERSION = "1"
 RATER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)

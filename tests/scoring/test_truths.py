@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crisscross.core.registry import UnknownNameError
-from crisscross.evaluate.truths import GROUND_TRUTHS, GroundTruth, load_cxc
+from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, load_cxc
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_cxc_duplicate_rule_any_and_val_split(shared_data: Path) -> None:
 def test_cxc_positives_match_eccv_package_cxc_file(
     cxc_test: tuple[GroundTruth, dict],
 ) -> None:
-    from crisscross.evaluate.truths import _read_associations, eccv_data_dir
+    from crisscross.scoring.truths import _read_associations, eccv_data_dir
 
     pytest.importorskip("eccv_caption")
     packaged, _ = _read_associations(eccv_data_dir() / "cxc_caption_to_image.json", ("cap", "img"))
@@ -210,7 +210,7 @@ def test_release_truth_merges_rounds_and_reads_any_dataset_ids(tmp_path: Path) -
     scheme (a Flickr30k build here), VERIFY positives joining i2t / t2i."""
     import pyarrow.parquet as pq
 
-    from crisscross.evaluate.truths import load_release
+    from crisscross.scoring.truths import load_release
 
     columns = ("task_type", "id_a", "id_b", "agg_score", "positive", "simulated")
     rounds = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crisscross.serve.store import Answer, Refused, Store, StoreError, backend_for, check_answers, open_store, redact, token_hash
+from crisscross.annotate.store import Answer, Refused, Store, StoreError, backend_for, check_answers, open_store, redact, token_hash
 from tests.serve.round import BATCHES, make_store, tasks_table
 
 NOW = 1_800_000_000.0
@@ -20,6 +20,11 @@ def answers_for(store: Store, rater: str, now: float = NOW, replicas: int = 2) -
     assert held is not None
     rated = held.task_type != "VERIFY"
     return held.batch_id, [Answer(i.position, 2.5 if rated else None, None if rated else "100% yes", 3.0) for i in held.items]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return make_store(tmp_path / "judgments.sqlite")
 
 
 def test_tokens_are_stored_only_as_hashes_and_sign_in_only_their_rater(store: Store, tmp_path: Path):
@@ -146,7 +151,7 @@ def test_every_item_needs_its_kind_of_value():
 
 
 def _rows():
-    from crisscross.serve.store import TaskRow
+    from crisscross.annotate.store import TaskRow
 
     return [
         TaskRow(r["batch_id"], r["position"], r["item_id"], r["task_type"], r["id_a"], r["id_b"], r["gold"])

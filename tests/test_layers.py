@@ -1,0 +1,75 @@
+"""Imports run downhill: a package imports only those below it in ARCHITECTURE.md's layer order.
+
+Every ``import`` statement counts, the ones inside functions too: a lazy import still ties the
+importing package to the imported one.  The root ``crisscross`` package runs before any of its
+subpackages whatever imports them; importing its ``__version__`` adds no arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS_LINE = re.compile(r"^layers: (.+)$", re.MULTILINE)
+
+
+def layer_order() -> list[str]:
+    """The packages bottom to top, from the ``layers:`` line of ARCHITECTURE.md."""
+    found = LAYERS_LINE.search((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert found, "ARCHITECTURE.md has no 'layers: core → …' line"
+    return [name.strip() for name in found.group(1).split("→")]
+
+
+def package_of(path: Path) -> str:
+    """``crisscross/<package>/…`` → package; ``pipelines/…`` (shipped as crisscross.pipelines) → pipelines."""
+    parts = path.relative_to(ROOT).parts
+    return "pipelines" if parts[0] == "pipelines" else parts[1] if len(parts) > 2 else ""
+
+
+@dataclass(frozen=True)
+class Arrow:
+    where: str
+    source: str
+    target: str
+
+
+def arrows() -> list[Arrow]:
+    """Every import from one crisscross package into another."""
+    found = []
+    for path in sorted([*ROOT.glob("crisscross/**/*.py"), *ROOT.glob("pipelines/*.py")]):
+        source = package_of(path)
+        if not source:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] != "crisscross":
+                    continue
+                target = parts[1] if len(parts) > 1 else source  # the root: already loaded
+                if target != source:
+                    found.append(Arrow(f"{path.relative_to(ROOT)}:{node.lineno}", source, target))
+    return found
+
+
+def test_the_layer_line_names_every_package_once() -> None:
+    order = layer_order()
+    packages = {p.name for p in (ROOT / "crisscross").iterdir() if (p / "__init__.py").exists()} | {"pipelines"}
+    assert sorted(order) == sorted(packages)
+    assert len(order) == len(set(order))
+
+
+def test_every_import_runs_downhill() -> None:
+    rank = {name: n for n, name in enumerate(layer_order())}
+    found = arrows()
+    assert len(found) > 100  # the walk sees the tree
+    upward = [f"{a.where}: {a.source} → {a.target}" for a in found if rank.get(a.target, len(rank)) > rank[a.source]]
+    assert upward == [], "imports running up the layers (ARCHITECTURE.md):\n" + "\n".join(upward)
