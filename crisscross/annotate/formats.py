@@ -48,6 +48,7 @@ import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import INSTRUCTIONS, VERIFY_MEANINGS
+from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.annotate.store import open_store, redact
 from crisscross.core.errors import UserError
 from crisscross.core.ids import CAPTION_KIND, split_id
@@ -56,17 +57,12 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 from crisscross.formats.schema import (
     BISON_TYPES,
-    CHOOSE,
     GOLD_NEGATIVE,
     GOLD_POSITIVE,
     SCORE_MAX,
     SCORE_MIN,
     TASK_TYPES,
-    TRIPLE_DECOY,
-    TRIPLE_TARGET,
     VERIFY_ANSWERS,
-    VERIFY_TRIPLE,
-    decoy_first,
     task_type,
 )
 
@@ -135,19 +131,14 @@ def _side(value: str, catalog: Catalog, answer: str = "") -> Side:
 
 
 def _options(row: dict[str, Any], catalog: Catalog, seed: int) -> tuple[Side, ...]:
-    """The options of a BISON item (see :class:`BatchItem`); none for other types."""
-    if row["task_type"] == CHOOSE:
-        return tuple(Side(c, "text", catalog.texts[c], c) for c in catalog.captions_of(row["id_a"]))
-    if row["task_type"] == VERIFY_TRIPLE:
-        shown = (_side(catalog.image(row["id_a"]), catalog, TRIPLE_TARGET), _side(row["id_b"], catalog, TRIPLE_DECOY))
-        return shown[::-1] if decoy_first(row["item_id"], seed) else shown
-    return ()
+    """The options of an item as its type presents them (see :class:`BatchItem`)."""
+    options = PRESENTATIONS[row["task_type"]].options(row["item_id"], row["id_a"], row["id_b"], catalog, seed)
+    return tuple(_side(option.shows, catalog, option.answer) for option in options)
 
 
 def _shown(row: dict[str, Any], catalog: Catalog) -> tuple[str, ...]:
     """Every id a task row shows raters (a VERIFY-TRIPLE's target image too)."""
-    extra = (catalog.image(row["id_a"]),) if row["task_type"] == VERIFY_TRIPLE else ()
-    return (row["id_a"], row["id_b"], *extra)
+    return PRESENTATIONS[row["task_type"]].shown(row["id_a"], row["id_b"], catalog)
 
 
 def batches(tasks: pa.Table, catalog: Catalog, seed: int = 0) -> list[Batch]:
@@ -267,7 +258,7 @@ class CrowdCsvTasks(TaskFormat):
             fields = tuple("text" if k == CAPTION_KIND else "image" for k in task_type(kind).kinds)
             width = max(len(b.items) for b in of_kind)
             n_options = max(len(i.options) for b in of_kind for i in b.items)
-            option_field = "text" if kind == CHOOSE else "image"
+            option_field = next((o.field for b in of_kind for i in b.items for o in i.options), "image")  # captions or images
             header = ["batch_id", "task_type", "replicas", "n_items"]
             for i in range(1, width + 1):
                 header += [f"item_{i}_id", f"item_{i}_a_{fields[0]}", f"item_{i}_b_{fields[1]}"]

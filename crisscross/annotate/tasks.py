@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
+from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.core import io
 from crisscross.core.errors import UserError
 from crisscross.core.ids import CAPTION_KIND, IdFormError, split_id
@@ -205,23 +206,10 @@ def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str
         problem = catalog.problem(value)
         if problem:
             return (*problem, key)
-    bison = _bison_problem(pair.kind, ids, catalog)
-    if bison:
-        return (*bison, key)
+    unshowable = PRESENTATIONS[pair.kind].unshowable(ids[0], ids[1], catalog)
+    if unshowable:
+        return (*unshowable, key)
     return _row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)
-
-
-def _bison_problem(kind: str, ids: tuple[str, str], catalog: Catalog) -> tuple[str, str] | None:
-    """Why a BISON pair cannot be shown as its task needs it: CHOOSE lists the target's captions,
-    VERIFY-TRIPLE shows the caption's own image beside the decoy."""
-    if kind == CHOOSE and not catalog.captions_of(ids[0]):
-        return "no-captions", f"target {ids[0]} has no caption raters can read"
-    if kind == VERIFY_TRIPLE:
-        target = catalog.image(ids[0])
-        if target == ids[1]:
-            return "same-image", f"decoy {ids[1]} is the image of caption {ids[0]}"
-        return catalog.problem(target)
-    return None
 
 
 def _row(kind: str, id_a: str, id_b: str, method: str, gold: str) -> dict[str, str]:

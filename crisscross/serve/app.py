@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
+from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
 from crisscross.annotate.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
@@ -31,11 +32,8 @@ from crisscross.formats.schema import (
     SCORE_MAX,
     SCORE_MIN,
     SITS,
-    TRIPLE_DECOY,
-    TRIPLE_TARGET,
     VERIFY_ANSWERS,
     VERIFY_TRIPLE,
-    decoy_first,
     task_type,
 )
 from crisscross.serve import assets
@@ -106,26 +104,17 @@ class Round:
         root = images if images is not None else image_root(list(catalog.paths.values()))
         return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows}, seed)
 
-    def shown_images(self, row: TaskRow) -> tuple[tuple[str, str], tuple[str, str]]:
-        """A VERIFY-TRIPLE item's two images in the order shown, each (image id, answer it stands for)."""
-        shown = ((self.catalog.image(row.id_a), TRIPLE_TARGET), (row.id_b, TRIPLE_DECOY))
-        return (shown[1], shown[0]) if decoy_first(row.item_id, self.seed) else shown
+    def options(self, row: TaskRow) -> tuple[Option, ...]:
+        """The item's options in the order shown, as the exports number them (its type's presentation)."""
+        return PRESENTATIONS[row.task_type].options(row.item_id, row.id_a, row.id_b, self.catalog, self.seed)
 
     def canonical_answer(self, row: TaskRow, given: str | None) -> str | None:
-        """A BISON answer as the page gives it (an option's number, ``none``, ``both``, ``neither``)
-        as the judgments table stores it (a caption id, target / decoy); :class:`Refused` otherwise."""
-        if row.task_type == CHOOSE:
-            captions = self.catalog.captions_of(row.id_a)
-            numbers = {str(k): c for k, c in enumerate(captions, start=1)}
-            if given == CHOOSE_NONE or given in numbers:
-                return numbers.get(str(given), CHOOSE_NONE)
-            raise Refused(422, f"item {row.position} needs one of its {len(captions)} captions or none")
-        if row.task_type == VERIFY_TRIPLE:
-            by_number = {str(k): answer for k, (_, answer) in enumerate(self.shown_images(row), start=1)}
-            if given in by_number or given in ("both", "neither"):
-                return by_number.get(str(given), given)
-            raise Refused(422, f"item {row.position} needs image 1, image 2, both or neither")
-        return given
+        """An answer as the page gives it (an option's number, ``none``, ``both``, ``neither``) as the
+        judgments table stores it (a caption id, target / decoy); :class:`Refused` otherwise."""
+        try:
+            return PRESENTATIONS[row.task_type].canonical(given, self.options(row))
+        except AnswerError as error:
+            raise Refused(422, f"item {row.position} {error}") from None
 
 
 def _side(value: str, url: str, catalog: Catalog) -> dict[str, str]:
@@ -149,8 +138,8 @@ def _item_view(item: TaskRow, batch: str, round_: Round) -> dict[str, Any]:
         return {"position": item.position, "a": a, "images": images, "options": options}
     view = {"position": item.position, "a": a, "b": _side(item.id_b, f"/api/image/{item.position}/b?batch={batch}", round_.catalog)}
     if item.task_type == CHOOSE:
-        captions = round_.catalog.captions_of(item.id_a)
-        view["options"] = [{"answer": str(k), "text": round_.catalog.texts[c]} for k, c in enumerate(captions, start=1)]
+        captions = round_.options(item)
+        view["options"] = [{"answer": str(k), "text": round_.catalog.texts[c.shows]} for k, c in enumerate(captions, start=1)]
         view["options"].append(
             {"answer": CHOOSE_NONE, "text": "None of the above", "meaning": "Every caption also describes the other image."}
         )
@@ -301,7 +290,7 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
         if row is None or side not in sides:
             raise HTTPException(404, "no such image in your batch")
         if row.task_type == VERIFY_TRIPLE:
-            return _image_file(round_.shown_images(row)[sides[side]][0], round_, "private, max-age=3600")
+            return _image_file(round_.options(row)[sides[side]].shows, round_, "private, max-age=3600")
         return _image_file(row.id_a if side == "a" else row.id_b, round_, "private, max-age=3600")
 
     @app.get("/api/example/{kind}/{number}/{side}")
