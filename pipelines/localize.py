@@ -14,12 +14,10 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.localize import LocalizePhrases
+from crisscross.beam.localize import PROPOSALS, LocalizePhrases
 from crisscross.core import io
-from crisscross.core.errors import InputError, ParamError
-from crisscross.core.quarantine import Rejected, count_reasons
-from crisscross.core.registry import Registry
-from crisscross.entities.localize import LocalizeSettings, read_proposals
+from crisscross.core.quarantine import count_reasons
+from crisscross.entities.localize import LocalizeSettings
 from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
 
 STAGE = "localize"
@@ -37,38 +35,6 @@ def main(argv: list[str]) -> dict[str, Any]:
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
-PROPOSALS: Registry[tuple[beam.PCollection | None, beam.PCollection]] = Registry("proposal source")  # localize.proposals
-
-
-@PROPOSALS.register("simulate")
-def _simulated(pipeline: beam.Pipeline, stage: StageArgs) -> tuple[None, beam.PCollection]:
-    """No proposals here: the composite simulates them per phrase."""
-    return None, pipeline | "NoRejects" >> beam.Create([])
-
-
-@PROPOSALS.register("file")
-def _from_file(pipeline: beam.Pipeline, stage: StageArgs) -> tuple[beam.PCollection, beam.PCollection]:
-    """``--proposals``: one dict of the file's proposals, and its malformed lines."""
-    path = stage.flags.proposals
-    if not path:
-        raise ParamError("localize.proposals is file: give --proposals PATH")
-    if not io.exists(path):
-        raise InputError(f"no proposals file {path}")
-    parsed = (
-        pipeline
-        | "ProposalFile" >> beam.Create([path])
-        | "ReadProposals" >> beam.FlatMap(lambda p: list(read_proposals(io.read_bytes(p), p)))
-    )
-    rejected = parsed | "BadProposals" >> beam.Filter(lambda x: isinstance(x, Rejected))
-    given = (
-        parsed
-        | "Proposals" >> beam.Filter(lambda x: not isinstance(x, Rejected))
-        | "ProposalList" >> beam.combiners.ToList()
-        | "ProposalDict" >> beam.Map(dict)
-    )
-    return given, rejected
-
-
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: LocalizeSettings = stage.settings
     paths = {
@@ -77,7 +43,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         "mentions": require(io.join(stage.flags.mentions, "mentions.parquet"), "mentions"),
         "images": require(io.join(stage.flags.items, "images.parquet"), "ingest"),
     }
-    given, rejected = PROPOSALS.create(settings.proposals, pipeline=pipeline, stage=stage)
+    given, rejected = PROPOSALS.create(settings.proposals, pipeline=pipeline, path=stage.flags.proposals)
     metrics, unknown = pipeline | "Localize" >> LocalizePhrases(paths, settings, stage.seed, given)
     metrics | "Write" >> beam.Map(write_metrics, out, settings.k)
     write_quarantine((rejected, unknown), out, stage.root)

@@ -10,15 +10,14 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.common import gather
-from crisscross.beam.similarity import BACKENDS
+from crisscross.beam.similarity import BACKENDS, WriteNeighbours
 from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
 from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, worker_processes, write_quarantine
-from crisscross.similarity.neighbours import measured_recall, neighbours_table, prepare
+from crisscross.similarity.neighbours import measured_recall, prepare
 
 DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
 
@@ -61,36 +60,15 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         n, dim = prepared.unit.shape
         plan[space] = {"in": n + len(prepared.rejected), "rows": n, "dim": dim, "excluded": len(prepared.rejected)}
         rejected.append(pipeline | f"Excluded[{space}]" >> beam.Create(prepared.rejected))
-        # A space with fewer than two rows (a text-only build's S^V) has no neighbours: its table
-        # is written empty, so later stages see zero pairs and the reason in this report.
-        lists = (
-            pipeline | f"TopK[{space}]" >> _BackendTransform(backend, set_path, n, k, processes)
-            if n >= 2
-            else pipeline | f"NoRows[{space}]" >> beam.Create([])
+        pipeline | f"TopK[{space}]" >> WriteNeighbours(
+            backend, set_path, prepared.ids, k, processes, io.join(out, space, "neighbours.parquet")
         )
-        target = io.join(out, space, "neighbours.parquet")
-        gather(f"Gather[{space}]", lists) | f"Write[{space}]" >> beam.Map(_write, prepared.ids, target)
     write_quarantine(tuple(rejected), out, stage.root)
 
     def finish(result: Any) -> dict[str, Any]:
         return report(out, stage, backend, plan, k)
 
     return finish
-
-
-class _BackendTransform(beam.PTransform):
-    """Gives each space's backend steps their own label scope."""
-
-    def __init__(self, backend: Any, set_path: str, n: int, k: int, processes: int) -> None:
-        super().__init__()
-        self._backend, self._set_path, self._n, self._k, self._processes = backend, set_path, n, k, processes
-
-    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
-        return self._backend.neighbours(pbegin, self._set_path, self._n, self._k, self._processes)
-
-
-def _write(parts: list, ids: list[str], target: str) -> None:
-    io.write_parquet(target, neighbours_table(ids, parts))
 
 
 def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, Any]], k: int) -> dict[str, Any]:

@@ -12,13 +12,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 from crisscross.beam.common import route
+from crisscross.core import io
+from crisscross.core.errors import InputError
 from crisscross.core.quarantine import Rejected, reject
+from crisscross.entities import labelstudio
 from crisscross.entities.boxes import BoxSettings
 from crisscross.entities.coref import Chain
 from crisscross.entities.mentions import caption_of, mention_of
 from crisscross.entities.merge import Imported, annotate_image
+from crisscross.entities.outputs import release_image
 
 STAGE = "boxes"
 
@@ -87,6 +92,48 @@ class AnnotateBoxes(beam.PTransform):
         )
         unknown = self._imported | "UnknownChains" >> beam.FlatMap(_unknown_chains, beam.pvalue.AsSingleton(keys))
         return results, (rejected, unknown) | "AllRejected" >> beam.Flatten()
+
+
+class ImportedBoxes(beam.PTransform):
+    """A Label Studio export of the box tasks as one dict of imported chains
+    (:data:`crisscross.entities.merge.Imported`), and its malformed tasks, rejected."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._path = path
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection]:
+        files = pbegin | "ImportFile" >> beam.Create([self._path])
+        boxes, rejected = route("ReadExport", files, STAGE, lambda p: list(labelstudio.read_export(io.read_bytes(p), p)), many=True)
+        chains = (
+            boxes
+            | "ImportList" >> beam.combiners.ToList()
+            | "ImportDict" >> beam.Map(lambda pairs: {key: (None, tuple(found)) for key, found in pairs})
+        )
+        return chains, rejected
+
+
+class ReleaseBoxes(beam.PTransform):
+    """A Flickr30k Entities release's ``Annotations/*.xml`` as image rows and one dict of imported chains."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self._folder = folder
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, beam.PCollection]:
+        pattern = io.join(self._folder, "Annotations", "*.xml")
+        paths = sorted(m.path for r in FileSystems.match([pattern]) for m in r.metadata_list)
+        if not paths:
+            raise InputError(f"no {pattern}: --release must be a Flickr30k Entities folder with Annotations/")
+        parsed = pbegin | "AnnotationFiles" >> beam.Create(paths) | "ReadAnnotations" >> beam.Map(release_image)
+        images = parsed | "ReleaseImages" >> beam.Map(lambda pair: pair[0])
+        chains = (
+            parsed
+            | "ReleaseChains" >> beam.Map(lambda pair: pair[1])
+            | "ReleaseList" >> beam.combiners.ToList()
+            | "ReleaseDict" >> beam.Map(lambda parts: {k: v for part in parts for k, v in part.items()})
+        )
+        return images, chains
 
 
 def _unknown_chains(imported: Mapping[str, Imported], keys: list[str]) -> list[Rejected]:

@@ -13,8 +13,11 @@ from typing import Any
 import apache_beam as beam
 
 from crisscross.beam.common import route
+from crisscross.core import io
+from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, reject
-from crisscross.entities.localize import LocalizeSettings, Phrase, ScoredBox, evaluate, image_phrases, simulate_proposals
+from crisscross.core.registry import Registry
+from crisscross.entities.localize import LocalizeSettings, Phrase, ScoredBox, evaluate, image_phrases, read_proposals, simulate_proposals
 
 STAGE = "localize"
 
@@ -44,6 +47,27 @@ def _phrases(
 def _evaluate(pairs: list[tuple[Phrase, list[ScoredBox]]], k: int) -> dict[str, dict[str, float]]:
     pairs = sorted(pairs, key=lambda p: (p[0].caption_id, p[0].index))
     return evaluate([p for p, _ in pairs], {(p.caption_id, p.index): boxes for p, boxes in pairs}, k)
+
+
+PROPOSALS: Registry[tuple[beam.PCollection | None, beam.PCollection]] = Registry("proposal source")  # localize.proposals
+
+
+@PROPOSALS.register("simulate")
+def _simulated(pipeline: beam.Pipeline, path: str | None) -> tuple[None, beam.PCollection]:
+    """No proposals here: :class:`LocalizePhrases` simulates them per phrase."""
+    return None, pipeline | "NoRejects" >> beam.Create([])
+
+
+@PROPOSALS.register("file")
+def _from_file(pipeline: beam.Pipeline, path: str | None) -> tuple[beam.PCollection, beam.PCollection]:
+    """``--proposals``: one dict of the file's proposals, and its malformed lines, rejected."""
+    if not path:
+        raise ParamError("localize.proposals is file: give --proposals PATH")
+    if not io.exists(path):
+        raise InputError(f"no proposals file {path}")
+    files = pipeline | "ProposalFile" >> beam.Create([path])
+    proposals, rejected = route("ReadProposals", files, STAGE, lambda p: list(read_proposals(io.read_bytes(p), p)), many=True)
+    return proposals | "ProposalList" >> beam.combiners.ToList() | "ProposalDict" >> beam.Map(dict), rejected
 
 
 class LocalizePhrases(beam.PTransform):

@@ -26,11 +26,11 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from crisscross.beam.common import default_threads
-from crisscross.core import numerics
+from crisscross.beam.common import default_threads, gather
+from crisscross.core import io, numerics
 from crisscross.core.registry import Registry
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.similarity.neighbours import prepare
+from crisscross.similarity.neighbours import neighbours_table, prepare
 from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
 
 BACKENDS: Registry[Any] = Registry("similarity backend")
@@ -145,3 +145,26 @@ class FaissHnswBackend:
             | "One" >> beam.Create([set_path])
             | "HNSW" >> beam.Map(hnsw_topk, k, self.m, self.ef_construction, self.ef_search, processes)
         )
+
+
+class WriteNeighbours(beam.PTransform):
+    """One space's neighbour table at ``target``: the backend's lists over the set's ``ids``, gathered
+    and written in id order.  A space with fewer than two rows (a text-only build's S^V) has no
+    neighbours: its table is written empty, so later stages see zero pairs and the report says why."""
+
+    def __init__(self, backend: Any, set_path: str, ids: list[str], k: int, processes: int, target: str) -> None:
+        super().__init__()
+        self._backend, self._set_path, self._ids, self._k, self._processes, self._target = backend, set_path, ids, k, processes, target
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        n = len(self._ids)
+        lists = (
+            self._backend.neighbours(pbegin, self._set_path, n, self._k, self._processes)
+            if n >= 2
+            else pbegin | "NoRows" >> beam.Create([])
+        )
+        return gather("Gather", lists) | "Write" >> beam.Map(_write_table, self._ids, self._target)
+
+
+def _write_table(parts: list, ids: list[str], target: str) -> None:
+    io.write_parquet(target, neighbours_table(ids, parts))
