@@ -25,6 +25,7 @@ from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.formats.cxc import cxc_csv
 from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
+from crisscross.formats.verify import verify_csv
 from crisscross.pipelines.stage import (
     StageArgs,
     local_path,
@@ -90,8 +91,7 @@ def write(result: RoundResult, out: str) -> None:
             )
     verify = rated[rated["task_type"] == VERIFY]
     if not verify.empty:
-        table = verify.rename(columns={"id_a": "image", "id_b": "caption"})[["image", "caption", "agg_label", "n", "sampling_method"]]
-        io.write_bytes(io.join(out, "verify.csv"), io.frame_csv_bytes(table))
+        io.write_bytes(io.join(out, "verify.csv"), verify_csv(verify, "id_a", "id_b"))
     ratings = rated[rated["task_type"].isin(RATING_TYPES)]
     io.write_bytes(io.join(out, "score_distribution.png"), score_distribution_png(ratings, simulated=simulated))
     io.write_bytes(io.join(out, "item_std.png"), item_std_png(ratings, simulated=simulated))

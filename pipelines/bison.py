@@ -105,7 +105,7 @@ def write_triples(found: tuple[list[Any], dict[str, int]], out: str, stage: Stag
     io.write_parquet(io.join(out, "triples.parquet"), table)
     io.write_bytes(io.join(out, "triples.csv"), io.frame_csv_bytes(table.to_pandas()))
     baselines = {}
-    image_of = {r["caption_id"]: r["image_id"] for r in captions}
+    image_of = {r["caption_id"]: r["image_id"] for r in captions}  # the rows already read
     for encoder in stage.settings.baselines:
         captions_set = EmbeddingSet.read(set_dir(str(stage.flags.embeddings), "text", encoder, CAPTIONS))
         used = table.column("target").to_pylist() + table.column("decoy").to_pylist()

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -247,7 +246,7 @@ def bias_audit(merged: Merged, found_by: Mapping[Pair, frozenset[str]], scores: 
                 usable = [(f, r) for f, r in zip(full, reduced, strict=True) if f is not None and r is not None]
                 if usable:
                     tau = kendall_tau_b(*zip(*usable, strict=True)) if len(usable) >= 2 else float("nan")
-                    taus.setdefault(direction, {})[metric] = None if np.isnan(tau) else float(tau)
+                    taus.setdefault(direction, {})[metric] = io.strict_json(float(tau))
         per[annotator] = {
             "positives_found": sum(annotator in found_by.get(p, ()) for p in verified),
             "positives_found_alone": len(variants[FULL]) - len(variants[annotator]),

@@ -47,6 +47,7 @@ from crisscross.aggregate.quality import (
     split_by_exclusion,
     split_gold,
 )
+from crisscross.core import io
 from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     POSITIVE_THRESHOLDS,
@@ -152,7 +153,7 @@ def _facts(long: pd.DataFrame, frame: pd.DataFrame, threshold: float | None, rat
         "items": len(frame),
         "workers": int(long["worker"].nunique()),
         "positives": int(frame["positive"].sum()),
-        "alpha": None if np.isnan(alpha.value) else round(alpha.value, 6),
+        "alpha": io.strict_json(round(alpha.value, 6)),
         "alpha_level": alpha.level,
         "alpha_note": alpha.reason,
         "usual_judgments_per_item": usual,

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from crisscross.core import io
 from crisscross.core.ids import CAPTION_KIND, split_id
-from crisscross.ingest.records import PIXELS_OK
+from crisscross.ingest.records import PIXELS_OK, caption_images, captions_by_image
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Catalog:
         image_rows = images.select(["image_id", "path", "pixels"]).to_pylist()
         return cls(
             texts={r["caption_id"]: r["text"] for r in caption_rows if r["text"]},
-            image_of={r["caption_id"]: r["image_id"] for r in caption_rows},
+            image_of=caption_images(captions),
             paths={r["image_id"]: r["path"] for r in image_rows if r["pixels"] == PIXELS_OK and r["path"]},
             pixels={r["image_id"]: r["pixels"] for r in image_rows},
         )
@@ -50,10 +50,7 @@ class Catalog:
     @cached_property
     def captions_by_image(self) -> dict[str, tuple[str, ...]]:
         """Image id → its captions raters can read, sorted (BISON's CHOOSE shows them all)."""
-        grouped: dict[str, list[str]] = {}
-        for caption in sorted(self.texts):
-            grouped.setdefault(self.image_of.get(caption, ""), []).append(caption)
-        return {image: tuple(captions) for image, captions in grouped.items()}
+        return captions_by_image({caption: self.image_of.get(caption, "") for caption in self.texts})
 
     def captions_of(self, image: str) -> tuple[str, ...]:
         return self.captions_by_image.get(image, ())

@@ -68,6 +68,7 @@ from crisscross.formats.schema import (
     ordered_pair,
     threshold_votes,
 )
+from crisscross.ingest.records import caption_images, captions_by_image
 
 TableLike = pa.Table | pd.DataFrame
 
@@ -483,9 +484,7 @@ class Reference:
             IMAGE_KIND: _UnitRows(images, f"{name}/{COCAPTION_MEAN}"),
         }
         self.image_of = dict(image_of) if image_of is not None else None
-        self.captions_of: dict[str, list[str]] = {}
-        for caption, image in sorted((self.image_of or {}).items()):
-            self.captions_of.setdefault(image, []).append(caption)
+        self.captions_of = captions_by_image(self.image_of or {})
 
     @classmethod
     def read(cls, embeddings: str | Path, encoder: str, items: str | Path | None = None) -> Reference:
@@ -494,8 +493,7 @@ class Reference:
         root = str(embeddings)
         image_of = None
         if items is not None:
-            rows = io.read_parquet(io.join(str(items), "captions.parquet")).select(["caption_id", "image_id"]).to_pylist()
-            image_of = {r["caption_id"]: r["image_id"] for r in rows}
+            image_of = caption_images(io.read_parquet(io.join(str(items), "captions.parquet")))
         return cls(
             EmbeddingSet.read(set_dir(root, "text", encoder, CAPTIONS)),
             EmbeddingSet.read(set_dir(root, "text", encoder, COCAPTION_MEAN)),

@@ -16,6 +16,7 @@ from crisscross.aggregate.bison import accepted_triples
 from crisscross.beam.common import REJECTED, route
 from crisscross.candidates.bison import chosen_captions
 from crisscross.core import io
+from crisscross.ingest.records import caption_images
 
 STAGE = "bison"
 RATED = "rated.parquet"
@@ -36,8 +37,7 @@ class BisonOutputs(NamedTuple):
 
 
 def image_of(items: str) -> dict[str, str]:
-    rows = io.read_parquet(io.join(items, "captions.parquet")).select(["caption_id", "image_id"]).to_pylist()
-    return {r["caption_id"]: r["image_id"] for r in rows}
+    return caption_images(io.read_parquet(io.join(items, "captions.parquet")))
 
 
 def _chosen(inputs: BisonInputs):

@@ -32,7 +32,7 @@ from crisscross.candidates.c2i import (
 )
 
 STAGE = "derive"
-RATED_COLUMNS = ["item_id", "task_type", "id_a", "id_b", "agg_score", "sampling_method"]
+COLUMNS_READ = ["item_id", "task_type", "id_a", "id_b", "agg_score", "sampling_method"]  # of rated.parquet (aggregate.round.RATED_COLUMNS)
 IGNORED = "ignored:"  # prefix of the count of rows of another task type
 
 
@@ -68,7 +68,7 @@ class DeriveC2I(beam.PTransform):
     def _rows(self, pipeline: beam.Pipeline) -> tuple[beam.PCollection, beam.PCollection]:
         if isinstance(self._rated, str):
             path = self._rated
-            rows = pipeline | "ReadRated" >> beam.io.ReadFromParquet(path, columns=RATED_COLUMNS)
+            rows = pipeline | "ReadRated" >> beam.io.ReadFromParquet(path, columns=COLUMNS_READ)
             return rows | "Source" >> beam.Map(lambda row: {**row, "source": path.rsplit("/", 1)[-1]}), pipeline | "NoReadRejects" >> (
                 beam.Create([])
             )

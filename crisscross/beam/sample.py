@@ -31,6 +31,7 @@ from crisscross.candidates.cxc import (
 )
 from crisscross.core import io
 from crisscross.core.quarantine import Rejected
+from crisscross.ingest.records import caption_images, captions_by_image
 
 STAGE = "sample"
 
@@ -70,11 +71,8 @@ def _group_pairs(shard: int, parts: Iterable[list[tuple[tuple[str, str], Any]]])
 
 def read_captions_by_image(path: str) -> dict[str, list[str]]:
     """Each image's caption ids, sorted, from ``captions.parquet``."""
-    table = io.read_parquet(path).select(["image_id", "caption_id"]).sort_by([("image_id", "ascending"), ("caption_id", "ascending")])
-    by_image: dict[str, list[str]] = {}
-    for image_id, caption_id in zip(table.column("image_id").to_pylist(), table.column("caption_id").to_pylist(), strict=True):
-        by_image.setdefault(image_id, []).append(caption_id)
-    return by_image
+    by_image = captions_by_image(caption_images(io.read_parquet(path)))
+    return {image: list(by_image[image]) for image in sorted(by_image)}
 
 
 @dataclass(eq=False)

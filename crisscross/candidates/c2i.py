@@ -54,6 +54,7 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.cxc import CXC_SPLITS, cxc_csv, read_cxc_file
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS
+from crisscross.ingest.records import captions_by_image
 
 C2I_INTRASIM = "c2i_intrasim"
 C2I_ORIGINAL = "c2i_original"
@@ -101,10 +102,7 @@ class CaptionIndex:
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]]) -> CaptionIndex:
         image_of = {str(r["caption_id"]): str(r["image_id"]) for r in rows}
-        grouped: dict[str, list[str]] = defaultdict(list)
-        for caption, image in image_of.items():
-            grouped[image].append(caption)
-        return cls(image_of, {image: tuple(sorted(captions)) for image, captions in grouped.items()})
+        return cls(image_of, captions_by_image(image_of))
 
     def originals(self) -> Iterator[tuple[str, str]]:
         """Every (caption, its image), by image then caption."""

@@ -700,16 +700,7 @@ def diversity_report(lists: Sequence[QueryLists], top_k: int) -> dict[str, Any]:
                 "original_median_rank": float(np.median(ranks)) if ranks.size else float("nan"),
             }
         out[direction] = {"pairs": pairs, "annotators": annotators}
-    return _finite(out)
-
-
-def _finite(value: Any) -> Any:
-    """NaN (undefined: no query had a value) as None, so the report is strict JSON."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return None if isinstance(value, float) and math.isnan(value) else value
+    return io.strict_json(out)
 
 
 def _nanmean(values: np.ndarray) -> float:

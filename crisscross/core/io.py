@@ -13,6 +13,7 @@ import fcntl
 import io
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -58,6 +59,16 @@ def write_bytes(path: str, data: bytes) -> None:
 def write_json(path: str, value: Any) -> None:
     """Sorted keys and a trailing newline: the same value always gives the same bytes."""
     write_bytes(path, (json.dumps(value, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every NaN (a figure undefined for lack of data), however deep in dicts and
+    lists, as None: JSON has no NaN, and ``json.dumps`` would write a token other readers refuse."""
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strict_json(v) for v in value]
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def write_parquet(path: str, table: pa.Table) -> None:

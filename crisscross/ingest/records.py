@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -83,3 +83,17 @@ def sorted_by_id(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:
     as Python does), in one chunk, so the file written from it does not depend on the batching."""
     table = pa.concat_tables([schema.empty_table(), *tables])
     return table.sort_by(schema.names[0]).combine_chunks()
+
+
+def caption_images(captions: pa.Table) -> dict[str, str]:
+    """Caption id → the id of the image it describes, from a captions table."""
+    return dict(zip(captions.column("caption_id").to_pylist(), captions.column("image_id").to_pylist(), strict=True))
+
+
+def captions_by_image(image_of: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """Image id → its caption ids in id order: the inversion every step that shows, draws or
+    groups an image's captions reads (keys in the order of each image's first caption)."""
+    grouped: dict[str, list[str]] = {}
+    for caption in sorted(image_of):
+        grouped.setdefault(image_of[caption], []).append(caption)
+    return {image: tuple(captions) for image, captions in grouped.items()}

@@ -44,6 +44,7 @@ from crisscross.formats.manifest import (
     verify,
 )
 from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED, VERIFY
+from crisscross.formats.verify import RELEASE_COLUMNS, verify_csv
 from crisscross.release import card, croissant, merge
 from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, no_rounds, verify_maps
 from crisscross.release.load import Release, load_release
@@ -356,10 +357,7 @@ def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
             _parquet(data / f"{task.lower()}_{split}.parquet", rows)
         verified = pairs[(pairs["task_type"] == VERIFY) & (pairs["split"] == split)]
         if not verified.empty:
-            shown = verified.rename(columns={"published_a": "image", "published_b": "caption"})[
-                ["image", "caption", "agg_label", "n", "positive", "sampling_method"]
-            ]
-            _write(data / f"verify_{split}.csv", io.frame_csv_bytes(shown))
+            _write(data / f"verify_{split}.csv", verify_csv(verified, "published_a", "published_b", RELEASE_COLUMNS))
             _parquet(data / f"verify_{split}.parquet", verified)
     if (pairs["task_type"] == VERIFY).any():
         image_to_caption, caption_to_image = verify_maps(pairs)

@@ -49,6 +49,7 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, IMAGES, EmbeddingSet, set_dir, unit_rows
 from crisscross.formats.eccv import DIRECTIONS
+from crisscross.ingest.records import caption_images
 from crisscross.scoring.metrics import (
     BLOCK_ELEMENTS,
     NO_POSITIVE,
@@ -133,8 +134,7 @@ class Gallery:
         order for the Karpathy splits, which the 1K folds follow)."""
         image_ids = _in_source_order(images, "image_id")
         caption_ids = _in_source_order(captions, "caption_id")
-        links = dict(zip(captions.column("caption_id").to_pylist(), captions.column("image_id").to_pylist(), strict=True))
-        return cls(tuple(image_ids), tuple(caption_ids), links)
+        return cls(tuple(image_ids), tuple(caption_ids), caption_images(captions))
 
 
 def _in_source_order(table: pa.Table, id_column: str) -> list[str]:

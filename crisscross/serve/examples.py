@@ -88,10 +88,7 @@ def worked_examples(catalog: Catalog, asked: set[str], asked_ids: set[str]) -> d
     """Two examples per task type.  ``asked``: the round's item ids (no example pair may be one);
     ``asked_ids``: the ids in the round, avoided where the collection has others to show."""
     images = sorted(catalog.paths, key=lambda i: (i in asked_ids, i))
-    captions_of: dict[str, list[str]] = {}
-    for caption, image in sorted(catalog.image_of.items()):
-        if caption in catalog.texts:
-            captions_of.setdefault(image, []).append(caption)
+    captions_of = catalog.captions_by_image
     out: dict[str, tuple[Example, ...]] = {STS: _STS_EXAMPLES}
 
     def unasked(image: str, caption: str) -> bool:
