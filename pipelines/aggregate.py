@@ -24,7 +24,7 @@ from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.formats.cxc import cxc_csv
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, VERIFY
+from crisscross.formats.schema import RATING_TYPES, VERIFY
 from crisscross.formats.verify import verify_csv
 from crisscross.pipelines.stage import (
     StageArgs,
@@ -38,28 +38,17 @@ from crisscross.pipelines.stage import (
 
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
-DEFAULTS: dict[str, Any] = {
-    "rating_aggregator": RoundSettings.rating_aggregator,
-    "answer_aggregator": RoundSettings.answer_aggregator,
-    "thresholds": dict(POSITIVE_THRESHOLDS),
-    "rules": {},
-}
-
-
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=local_path, required=True, help="the tasks stage output (gold items, sampling methods)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, DEFAULTS, add_flags)
+    stage = parse_args(STAGE, DESCRIPTION, argv, RoundSettings, add_flags)
     return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    params = stage.params
-    settings = RoundSettings(
-        params["rating_aggregator"], params["answer_aggregator"], dict(params["thresholds"] or {}), dict(params["rules"] or {})
-    )
+    settings: RoundSettings = stage.settings
     try:
         checked(settings)
     except (ValueError, TypeError) as error:
