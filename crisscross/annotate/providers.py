@@ -10,22 +10,15 @@ it could not judge, each with a reason (:data:`UNJUDGED_SCHEMA`: a tasks table p
 ``replay`` — :class:`Replay` (``judgments=``)
     Judgments made before, found by item: symmetric types (STS, SIS) by unordered pair, so a pair
     judged in either order is found and never sent to raters twice.
-``simulate`` — :func:`simulate_from_embeddings` (``embeddings=, encoder=, seed=, params=, items=``)
-    A seeded rater panel (:class:`Simulate`) for dry runs and budgeting; every row it writes is
-    marked ``simulated``.  BISON's CHOOSE and VERIFY-TRIPLE need the captions of each image
-    (``items``: the ingest output).
+``simulate`` — :func:`crisscross.annotate.simulate.simulate_from_embeddings`
+    A seeded rater panel for dry runs and budgeting (its own module).
 
 :func:`load_cxc_release` reads the published CxC release as items and judgments for ``replay``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import math
-import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,47 +26,24 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.core import io
-from crisscross.core.errors import InputError
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.quarantine import Rejected, count_reasons
-from crisscross.core.rng import generator
-from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
 from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
 from crisscross.formats.schema import (
-    BISON_TYPES,
-    CHOOSE,
-    CHOOSE_NONE,
     JUDGMENTS_SCHEMA,
     NOT_GOLD,
     POSITIVE_THRESHOLDS,
     RATING_TYPES,
-    SCORE_MAX,
-    SCORE_MIN,
-    SIS,
-    SITS,
     SOURCE_REPLAY,
-    SOURCE_SIMULATED,
-    STS,
-    TASK_TYPE_INFO,
     TASK_TYPES,
     TASKS_SCHEMA,
-    TRIPLE_ANSWERS,
-    TRIPLE_DECOY,
-    TRIPLE_TARGET,
-    VERIFY,
-    VERIFY_ANSWERS,
-    VERIFY_TRIPLE,
     item_id,
     ordered_pair,
     threshold_votes,
 )
-from crisscross.ingest.records import caption_images, captions_by_image
 
 TableLike = pa.Table | pd.DataFrame
 
 NO_JUDGMENT = "no-judgment"  # replay: the source never judged this item
-NO_VECTOR = "no-vector"  # simulate: an id has no usable vector in the reference set
 
 UNJUDGED_SCHEMA = pa.schema([*TASKS_SCHEMA, pa.field("reason", pa.string()), pa.field("detail", pa.string())])
 
@@ -115,7 +85,7 @@ def _pair_keys(frame: pd.DataFrame, what: str) -> list[str]:
     return [item_id(t, a, b) for t, a, b in zip(frame["task_type"], frame["id_a"], frame["id_b"], strict=True)]
 
 
-def _tasks(tasks: TableLike) -> pd.DataFrame:
+def tasks_frame(tasks: TableLike) -> pd.DataFrame:
     """The tasks table checked: required values present, ``item_id`` consistent, one row per item and batch."""
     frame = _frame(tasks, TASKS_SCHEMA, "tasks table")
     nulls = {c: int(n) for c in ("item_id", "batch_id") if (n := frame[c].isna().sum())}
@@ -138,7 +108,7 @@ def _tasks(tasks: TableLike) -> pd.DataFrame:
     return frame
 
 
-def _judgments_table(frame: pd.DataFrame) -> pa.Table:
+def judgments_table(frame: pd.DataFrame) -> pa.Table:
     table = pa.Table.from_pandas(frame[JUDGMENTS_SCHEMA.names], schema=JUDGMENTS_SCHEMA, preserve_index=False)
     return table.sort_by([(c, "ascending") for c in _JUDGMENT_ORDER])
 
@@ -168,7 +138,7 @@ class Replay:
         self._source = source.assign(key=_pair_keys(source, "replay judgments"))
 
     def __call__(self, tasks: TableLike) -> Provided:
-        frame = _tasks(tasks)
+        frame = tasks_frame(tasks)
         judged = frame["item_id"].isin(set(self._source["key"]))
         found = self._source[self._source["key"].isin(set(frame["item_id"]))]
         in_tasks = set(zip(frame["item_id"], frame["batch_id"], strict=True))
@@ -186,7 +156,7 @@ class Replay:
         )
         missing = frame[~judged]
         detail = f"no judgment of this item (in either order) among {len(self._source)} replay rows"
-        return Provided(_judgments_table(replayed), unjudged_table(missing, NO_JUDGMENT, [detail] * len(missing)))
+        return Provided(judgments_table(replayed), unjudged_table(missing, NO_JUDGMENT, [detail] * len(missing)))
 
 
 # --------------------------------------------------------------------------- CxC release
@@ -238,7 +208,7 @@ def load_cxc_release(folder: str | Path, split: str) -> CxcRelease:
     item_table = pa.Table.from_pandas(pd.concat(items, ignore_index=True), schema=TASKS_SCHEMA, preserve_index=False)
     return CxcRelease(
         item_table.sort_by([("batch_id", "ascending"), ("position", "ascending")]),
-        _judgments_table(pd.concat(judgments, ignore_index=True)),
+        judgments_table(pd.concat(judgments, ignore_index=True)),
         rejected,
     )
 
@@ -298,424 +268,3 @@ def repeats_report(judgments: TableLike) -> dict[str, dict[str, int]]:
         report["repeated_items"][task] = int((votes["size"] > 1).sum())
         report["straddling_items"][task] = int(votes["straddles"].sum())
     return report
-
-
-# --------------------------------------------------------------------------- simulate
-
-# Cosine anchors (score 0, score 5) per task type, for use-m3: STS roughly follows CxC Table 1
-# (USE 0.11 ≈ STS 0.2, 0.99 ≈ 5); SIS compares co-caption means, whose cosines sit higher.  On the demo, use-m3
-# gives co-caption STS pairs a median cosine of 0.56 and captions vs their own image 0.81.
-# Other encoders need their own anchors (bow-glove50 cosines mostly lie in 0.8–1.0).
-# BISON: CHOOSE maps a caption's *margin* (cosine to the target's mean minus cosine to the
-# decoy's) to 0–5, since target and decoy are nearest neighbours and both cosines are high (on the
-# demo under use-m3, a target's best caption beats its bow-glove50 decoy by a median 0.47, and
-# 90% of targets by at least 0.16); VERIFY-TRIPLE maps the caption's cosine to the target's mean, like SITS.
-DEFAULT_ANCHORS = {
-    STS: (0.1, 0.9),
-    SIS: (0.15, 0.85),
-    SITS: (0.1, 0.85),
-    VERIFY: (0.1, 0.85),
-    CHOOSE: (-0.05, 0.35),
-    VERIFY_TRIPLE: (0.1, 0.85),
-}
-# Mean seconds per item: CxC appendix (37 s STS, 17 s SIS and SITS); VERIFY is a four-way choice;
-# CHOOSE means reading five captions against two images, VERIFY-TRIPLE one caption.
-DEFAULT_SECONDS_MEAN = {STS: 37.0, SIS: 17.0, SITS: 17.0, VERIFY: 10.0, CHOOSE: 30.0, VERIFY_TRIPLE: 10.0}
-DEFAULT_PANEL = "sim"  # worker ids sim-0000 …
-SCORE_DECIMALS = 2  # a slider reading like CxC's 2.87 (its appendix)
-SECONDS_DECIMALS = 1
-
-
-@dataclass(frozen=True)
-class SimulateParams:
-    """Parameters of the simulated panel; any subset may be given as a dict (:meth:`from_mapping`).
-
-    A rater's score is ``clip(latent + bias + noise, 0, 5)`` rounded to 0.01, where ``latent`` is
-    the reference cosine mapped linearly from ``anchors[task] = (cos at 0, cos at 5)`` to 0–5 and
-    clipped, ``bias ~ N(0, bias_sd)`` is fixed per rater and ``noise ~ N(0, noise_sd)`` per
-    judgment.  Careless raters (``careless_share`` of the panel, rounded to whole raters) ignore
-    the item: a ``straightline_share`` of them give one constant score, the rest uniform random
-    scores, and they are fast (``careless_seconds_mean``).  VERIFY answers threshold the rater's
-    score at ``verify_cuts`` (descending) into VERIFY_ANSWERS, best first.  Seconds are lognormal
-    with mean ``seconds_mean[task]`` and log-sd ``seconds_sigma``.
-
-    BISON (:meth:`Simulate._judge_bison`): a CHOOSE rater scores every caption of the target by its
-    margin (``anchors[CHOOSE]``) plus bias and noise and picks the best, or ``none`` when the best
-    is below ``choose_cut``; a VERIFY-TRIPLE rater says the caption fits the target when its score
-    (``anchors[VERIFY-TRIPLE]``) plus bias and noise reaches ``triple_cut``, and tells it from
-    the decoy when its noisy margin score reaches ``choose_cut``: target (fits, tells apart),
-    both (fits, does not), neither (does not fit, tells apart), decoy (neither).  Careless raters
-    pick uniformly, straight-liners by their constant.  ``panel_name`` prefixes the worker ids
-    and, other than the default, draws other people (:meth:`Panel.draw`): BISON verifies with different raters.
-    """
-
-    raters_per_batch: int = 5
-    panel_size: int = 40
-    bias_sd: float = 0.3
-    noise_sd: float = 0.6
-    careless_share: float = 0.1
-    straightline_share: float = 0.5
-    anchors: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_ANCHORS))
-    verify_cuts: tuple[float, float, float] = (3.5, 2.5, 1.0)
-    seconds_mean: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SECONDS_MEAN))
-    seconds_sigma: float = 0.5
-    careless_seconds_mean: float = 3.0
-    choose_cut: float = 2.5
-    triple_cut: float = 2.5
-    panel_name: str = DEFAULT_PANEL
-
-    @classmethod
-    def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
-        """Defaults overridden by ``params``; ``anchors`` and ``seconds_mean`` may name only some
-        task types.  Unknown keys and invalid values fail naming the key."""
-        given = dict(params or {})
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(given) - set(known))
-        if unknown:
-            raise ValueError(f"simulate params: unknown keys {unknown}; known: {', '.join(known)}")
-        defaults = cls()
-        anchors = {**defaults.anchors, **_per_task(given.pop("anchors", {}), "anchors")}
-        seconds = {**defaults.seconds_mean, **_per_task(given.pop("seconds_mean", {}), "seconds_mean")}
-        cuts = given.pop("verify_cuts", defaults.verify_cuts)
-        panel_name = given.pop("panel_name", defaults.panel_name)
-        if not isinstance(panel_name, str) or not panel_name.strip():
-            raise ValueError(f"simulate params: panel_name must be a non-empty string, got {panel_name!r}")
-        made = dataclasses.replace(
-            defaults,
-            panel_name=panel_name.strip(),
-            **{name: _number(name, value, integer=name in _INTEGER_PARAMS) for name, value in given.items()},
-            anchors={t: _numbers(f"anchors[{t}]", value, 2) for t, value in anchors.items()},
-            seconds_mean={t: _number(f"seconds_mean[{t}]", value) for t, value in seconds.items()},
-            verify_cuts=_numbers("verify_cuts", cuts, len(VERIFY_ANSWERS) - 1),
-        )
-        made._check()
-        return made
-
-    def _check(self) -> None:
-        """Ranges; types were checked by :meth:`from_mapping`."""
-        problems = []
-        if self.panel_size < 1:
-            problems.append(f"panel_size must be >= 1, got {self.panel_size}")
-        if not 1 <= self.raters_per_batch <= self.panel_size:
-            problems.append(f"raters_per_batch must be in [1, panel_size={self.panel_size}], got {self.raters_per_batch}")
-        problems += [f"{n} must be >= 0, got {getattr(self, n)}" for n in ("bias_sd", "noise_sd", "seconds_sigma") if getattr(self, n) < 0]
-        shares = ("careless_share", "straightline_share")
-        problems += [f"{n} must be in [0, 1], got {getattr(self, n)}" for n in shares if not 0 <= getattr(self, n) <= 1]
-        problems += [f"anchors[{t}] must be (low, high) with low < high, got {a}" for t, a in self.anchors.items() if a[0] >= a[1]]
-        seconds = {
-            **{f"seconds_mean[{t}]": s for t, s in self.seconds_mean.items()},
-            "careless_seconds_mean": self.careless_seconds_mean,
-        }
-        problems += [f"{n} must be > 0, got {s}" for n, s in seconds.items() if s <= 0]
-        if any(a <= b for a, b in itertools.pairwise(self.verify_cuts)):
-            problems.append(f"verify_cuts must be strictly decreasing, got {list(self.verify_cuts)}")
-        if problems:
-            raise ValueError("simulate params: " + "; ".join(problems))
-
-
-_INTEGER_PARAMS = ("raters_per_batch", "panel_size")
-
-
-def _number(name: str, value: object, *, integer: bool = False) -> float:
-    """A finite number (an integer when ``integer``), or an error naming the parameter."""
-    wanted = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
-        raise ValueError(f"simulate params: {name} must be a finite {'integer' if integer else 'number'}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _numbers(name: str, value: object, length: int) -> tuple[float, ...]:
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != length:
-        raise ValueError(f"simulate params: {name} must be a list of {length} numbers, got {value!r}")
-    return tuple(_number(f"{name}[{i}]", v) for i, v in enumerate(value))
-
-
-def _per_task(values: object, name: str) -> dict[str, Any]:
-    if not isinstance(values, Mapping):
-        raise TypeError(f"simulate params: {name} must map task types to values, got {values!r}")
-    unknown = sorted(set(values) - set(TASK_TYPES))
-    if unknown:
-        raise ValueError(f"simulate params: {name} names unknown task types {unknown}; known: {', '.join(TASK_TYPES)}")
-    return dict(values)
-
-
-def cosine_to_score(cosine: np.ndarray, low: float | np.ndarray, high: float | np.ndarray) -> np.ndarray:
-    """Linear from ``low`` (score 0) to ``high`` (score 5), clipped: monotone, so rankings survive."""
-    return SCORE_MAX * np.clip((np.asarray(cosine, np.float64) - low) / (high - low), 0.0, 1.0)
-
-
-class _UnitRows:
-    """An embedding set's id index; rows are checked and normalised only when looked up."""
-
-    def __init__(self, vectors: EmbeddingSet, name: str) -> None:
-        self.name = name
-        self.vectors = vectors.vectors
-        self.row = vectors.row_of()
-        if len(self.row) != len(vectors.ids):
-            raise ValueError(f"{name}: {len(vectors.ids) - len(self.row)} repeated ids; a reference needs one row per id")
-
-    def lookup(self, ids: list[str]) -> tuple[np.ndarray, list[str]]:
-        """Unit vectors of ``ids`` (NaN rows where absent or without a direction) and why each
-        missing one is missing ('' when found)."""
-        rows = np.fromiter((self.row.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
-        present = rows >= 0
-        out = np.full((len(ids), self.vectors.shape[1]), np.nan)
-        out[present] = unit_rows(np.asarray(self.vectors[rows[present]], dtype=np.float64))
-        usable = np.isfinite(out).all(axis=1)
-        why = [
-            "" if good else f"{i} {'has a zero or non-finite vector in' if r >= 0 else 'is not in'} {self.name}"
-            for i, r, good in zip(ids, rows, usable, strict=True)
-        ]
-        return out, why
-
-
-class Reference:
-    """The reference text encoder's vectors: captions, and images as their co-caption means;
-    ``image_of`` (caption → image, for BISON's tasks) when the captions table was given."""
-
-    def __init__(
-        self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference", image_of: Mapping[str, str] | None = None
-    ) -> None:
-        if captions.dim != images.dim:
-            raise ValueError(f"{name}: caption vectors are {captions.dim}-d but image vectors {images.dim}-d")
-        self.name = name
-        self._sets = {
-            CAPTION_KIND: _UnitRows(captions, f"{name}/{CAPTIONS}"),
-            IMAGE_KIND: _UnitRows(images, f"{name}/{COCAPTION_MEAN}"),
-        }
-        self.image_of = dict(image_of) if image_of is not None else None
-        self.captions_of = captions_by_image(self.image_of or {})
-
-    @classmethod
-    def read(cls, embeddings: str | Path, encoder: str, items: str | Path | None = None) -> Reference:
-        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``;
-        with ``items`` (an ingest output) the captions of every image too."""
-        root = str(embeddings)
-        image_of = None
-        if items is not None:
-            image_of = caption_images(io.read_parquet(io.join(str(items), "captions.parquet")))
-        return cls(
-            EmbeddingSet.read(set_dir(root, "text", encoder, CAPTIONS)),
-            EmbeddingSet.read(set_dir(root, "text", encoder, COCAPTION_MEAN)),
-            name=f"text/{encoder}",
-            image_of=image_of,
-        )
-
-    def pair_cosines(self, kinds: tuple[str, str], a: list[str], b: list[str]) -> tuple[np.ndarray, list[str]]:
-        """Cosines of ``a[i]`` and ``b[i]`` (ids of ``kinds``; NaN when a vector is missing) and why."""
-        (va, why_a), (vb, why_b) = self._sets[kinds[0]].lookup(a), self._sets[kinds[1]].lookup(b)
-        return np.einsum("ij,ij->i", va, vb), ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
-
-    def cosines(self, frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-        """Cosine of every task row's pair (NaN when a vector is missing) and why it is missing.
-
-        Captions are their own vectors and images their co-caption means, by the id kinds of the
-        task type: STS caption–caption, SIS mean–mean, SITS and VERIFY caption–mean.  A caption
-        compared with its own image is part of that image's mean, which is why such pairs score
-        high, as people rate them.
-        """
-        sides = []
-        for column, side in (("id_a", 0), ("id_b", 1)):
-            kinds = np.asarray([TASK_TYPE_INFO[t].kinds[side] for t in frame["task_type"]], dtype=object)
-            ids = frame[column].to_numpy(dtype=object)
-            vectors = np.full((len(frame), self._sets[CAPTION_KIND].vectors.shape[1]), np.nan)
-            why = np.full(len(frame), "", dtype=object)
-            for kind, rows in self._sets.items():
-                mask = kinds == kind
-                vectors[mask], found_why = rows.lookup(list(ids[mask]))
-                why[mask] = found_why
-            sides.append((vectors, why))
-        (a, why_a), (b, why_b) = sides
-        details = ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
-        return np.einsum("ij,ij->i", a, b), details
-
-
-@dataclass(frozen=True, eq=False)
-class Panel:
-    """The simulated raters: ids ``sim-0000`` …, with fixed bias and careless behaviour."""
-
-    workers: tuple[str, ...]
-    bias: np.ndarray  # added to every score of the rater
-    careless: np.ndarray  # bool: ignores the item
-    straightline: np.ndarray  # bool, careless raters only: gives ``constant`` every time
-    constant: np.ndarray  # the straight-liner's score
-
-    @classmethod
-    def draw(cls, params: SimulateParams, seed: int) -> Panel:
-        """Another ``panel_name`` draws other people (biases, careless raters), not the same people
-        renamed: BISON's verifiers must not share the choosers' biases.  The default panel keeps
-        the draw every earlier build used."""
-        named = () if params.panel_name == DEFAULT_PANEL else (params.panel_name,)
-        rng = generator(seed, "panel", *named)
-        n = params.panel_size
-        order = rng.permutation(n)
-        careless_rows = order[: round(params.careless_share * n)]
-        straight_rows = careless_rows[: round(params.straightline_share * len(careless_rows))]
-        careless, straightline = np.zeros(n, bool), np.zeros(n, bool)
-        careless[careless_rows] = True
-        straightline[straight_rows] = True
-        bias = rng.normal(0.0, params.bias_sd, n)
-        constant = np.round(rng.uniform(SCORE_MIN, SCORE_MAX, n), SCORE_DECIMALS)
-        return cls(tuple(f"{params.panel_name}-{i:04d}" for i in range(n)), bias, careless, straightline, constant)
-
-
-class Simulate:
-    """The ``simulate`` provider: a seeded panel judges every batch, ``raters_per_batch`` distinct
-    raters per batch (see :class:`SimulateParams` for the rater model).
-
-    Randomness comes from generators keyed by the seed and stable names: ``panel`` draws the
-    raters' traits, each ``batch_id`` its raters, each (batch, item) its scores and times.  So the
-    output does not depend on row order, and an item's judgments do not depend on which other
-    items or batches exist.  Items lacking a reference vector are listed as unjudged with reason
-    ``no-vector``.  Rows have ``source = simulate`` and ``simulated = True``; ``time`` is null
-    (there is no submission clock).
-    """
-
-    def __init__(self, reference: Reference, seed: int, params: Mapping[str, Any] | None = None) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"simulate seed must be a non-negative integer, got {seed!r}")
-        self.reference = reference
-        self.seed = seed
-        self.params = SimulateParams.from_mapping(params)
-        self.panel = Panel.draw(self.params, seed)
-
-    def latent(self, tasks: TableLike) -> np.ndarray:
-        """Each task row's latent 0–5 similarity (NaN when a vector is missing)."""
-        return self._latent(_tasks(tasks))[0]
-
-    def _latent(self, frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-        cosine, details = self.reference.cosines(frame)
-        low = frame["task_type"].map(lambda t: self.params.anchors[t][0]).to_numpy(np.float64)
-        high = frame["task_type"].map(lambda t: self.params.anchors[t][1]).to_numpy(np.float64)
-        return cosine_to_score(cosine, low, high), details
-
-    def __call__(self, tasks: TableLike) -> Provided:
-        frame = _tasks(tasks)
-        is_bison = frame["task_type"].isin(BISON_TYPES).to_numpy()
-        regular, bison = frame[~is_bison], frame[is_bison]
-        latent, details = self._latent(regular)
-        missing = np.isnan(latent)
-        judged = [self._judge(regular[~missing], latent[~missing])]
-        unjudged = [unjudged_table(regular[missing], NO_VECTOR, [d for d, m in zip(details, missing, strict=True) if m])]
-        if len(bison):
-            made, lacking, why = self._judge_bison(bison)
-            judged.append(made)
-            unjudged.append(unjudged_table(bison[lacking], NO_VECTOR, why))
-        judgments = pd.concat([j for j in judged if len(j)], ignore_index=True) if any(len(j) for j in judged) else judged[0]
-        table = pa.concat_tables(unjudged).sort_by([("batch_id", "ascending"), ("item_id", "ascending")])
-        return Provided(_judgments_table(judgments), table)
-
-    def _raters(self, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each row's raters (rows × raters, by batch) and its two standard-normal and one uniform draws."""
-        p, r = self.params, self.params.raters_per_batch
-        batch_raters = {
-            b: np.sort(generator(self.seed, "batch", b).choice(p.panel_size, size=r, replace=False)) for b in sorted(set(rows["batch_id"]))
-        }
-        raters = np.array([batch_raters[b] for b in rows["batch_id"]], dtype=np.int64).reshape(len(rows), r)
-        normal, unit = np.empty((2, len(rows), r)), np.empty((len(rows), r))
-        for i, (batch, item) in enumerate(zip(rows["batch_id"], rows["item_id"], strict=True)):
-            rng = generator(self.seed, "item", batch, item)
-            normal[:, i] = rng.standard_normal((2, r))
-            unit[i] = rng.random(r)
-        return raters, normal, unit
-
-    def _seconds(self, rows: pd.DataFrame, careless: np.ndarray, normal: np.ndarray) -> np.ndarray:
-        p = self.params
-        task_seconds = rows["task_type"].map(p.seconds_mean).to_numpy(np.float64)[:, None]
-        mean_seconds = np.where(careless, p.careless_seconds_mean, task_seconds)
-        return np.round(mean_seconds * np.exp(p.seconds_sigma * normal - p.seconds_sigma**2 / 2), SECONDS_DECIMALS)
-
-    def _judge_bison(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
-        """CHOOSE and VERIFY-TRIPLE judgments (see :class:`SimulateParams`), the rows that lack a
-        vector (or captions) and why."""
-        if self.reference.image_of is None:
-            raise InputError("simulate: CHOOSE and VERIFY-TRIPLE tasks need the captions table: give annotate --items (the ingest output)")
-        p, panel = self.params, self.panel
-        raters, normal, unit = self._raters(rows)
-        careless, straight = panel.careless[raters], panel.straightline[raters]
-        answers = np.empty(raters.shape, dtype=object)
-        lacking = np.zeros(len(rows), dtype=bool)
-        why = []
-        low, high = p.anchors[CHOOSE]
-        for i, row in enumerate(rows.itertuples(index=False)):
-            if row.task_type == CHOOSE:
-                target, decoy, options = row.id_a, row.id_b, self.reference.captions_of.get(row.id_a, [])
-            else:
-                target, decoy, options = self.reference.image_of.get(row.id_a, ""), row.id_b, [row.id_a]
-            n = len(options)
-            to_target, problem_t = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [target] * n)
-            to_decoy, problem_d = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [decoy] * n)
-            if n == 0 or np.isnan(to_target).any() or np.isnan(to_decoy).any():
-                lacking[i] = True
-                why.append("; ".join(filter(None, [*problem_t, *problem_d])) or f"{target} has no caption in the captions table")
-                continue
-            margin = cosine_to_score(to_target - to_decoy, low, high)  # (options,)
-            rng = generator(self.seed, "bison", row.batch_id, row.item_id)
-            noise = p.noise_sd * rng.standard_normal((raters.shape[1], n))
-            perceived = margin[None, :] + panel.bias[raters[i]][:, None] + noise  # raters × options
-            pick = rng.integers(n + 1, size=raters.shape[1])  # careless CHOOSE: any caption or none
-            if row.task_type == CHOOSE:
-                best = perceived.argmax(axis=1)
-                attentive = np.where(perceived.max(axis=1) >= p.choose_cut, np.asarray(options, dtype=object)[best], CHOOSE_NONE)
-                sloppy = np.asarray([*options, CHOOSE_NONE], dtype=object)[pick]
-                lined = np.where(panel.constant[raters[i]] >= p.choose_cut, options[0], CHOOSE_NONE)
-            else:
-                fits_low, fits_high = p.anchors[VERIFY_TRIPLE]
-                fit = cosine_to_score(to_target[0], fits_low, fits_high) + panel.bias[raters[i]] + p.noise_sd * normal[0, i]
-                apart = perceived[:, 0] >= p.choose_cut
-                attentive = np.where(fit >= p.triple_cut, np.where(apart, TRIPLE_TARGET, "both"), np.where(apart, "neither", TRIPLE_DECOY))
-                sloppy = np.asarray(TRIPLE_ANSWERS, dtype=object)[(unit[i] * len(TRIPLE_ANSWERS)).astype(np.int64)]
-                lined = np.where(panel.constant[raters[i]] >= p.triple_cut, TRIPLE_TARGET, "neither")
-            answers[i] = np.where(careless[i], np.where(straight[i], lined, sloppy), attentive)
-        kept = ~lacking
-        r = raters.shape[1]
-        judged = rows[kept]
-        repeated = {c: np.repeat(judged[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
-        frame = pd.DataFrame(
-            {
-                **repeated,
-                "worker": np.asarray(panel.workers, dtype=object)[raters[kept]].ravel(),
-                "score": np.nan,
-                "answer": answers[kept].ravel(),
-                "seconds": self._seconds(judged, careless[kept], normal[1][kept]).ravel(),
-                "time": None,
-                "source": SOURCE_SIMULATED,
-                "simulated": True,
-            }
-        )
-        return frame, lacking, why
-
-    def _judge(self, rows: pd.DataFrame, latent: np.ndarray) -> pd.DataFrame:
-        """``raters_per_batch`` judgments of every row, by its batch's raters (arrays are rows × raters)."""
-        p, panel, r = self.params, self.panel, self.params.raters_per_batch
-        raters, normal, unit = self._raters(rows)
-
-        attentive = np.clip(latent[:, None] + panel.bias[raters] + p.noise_sd * normal[0], SCORE_MIN, SCORE_MAX)
-        uniform = SCORE_MIN + (SCORE_MAX - SCORE_MIN) * unit
-        careless = panel.careless[raters]
-        score = np.where(careless, np.where(panel.straightline[raters], panel.constant[raters], uniform), attentive)
-        score = np.round(score, SCORE_DECIMALS)
-        answer = np.asarray(VERIFY_ANSWERS, dtype=object)[(score[..., None] < np.asarray(p.verify_cuts)).sum(axis=-1)]
-        is_verify = np.repeat((rows["task_type"] == VERIFY).to_numpy()[:, None], r, axis=1)
-        seconds = self._seconds(rows, careless, normal[1])
-        repeated = {c: np.repeat(rows[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
-        return pd.DataFrame(
-            {
-                **repeated,
-                "worker": np.asarray(panel.workers, dtype=object)[raters].ravel(),
-                "score": np.where(is_verify, np.nan, score).ravel(),
-                "answer": np.where(is_verify, answer, None).ravel(),
-                "seconds": seconds.ravel(),
-                "time": None,
-                "source": SOURCE_SIMULATED,
-                "simulated": True,
-            }
-        )
-
-
-def simulate_from_embeddings(
-    embeddings: str | Path, encoder: str, seed: int, params: Mapping[str, Any] | None = None, items: str | Path | None = None
-) -> Simulate:
-    """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference
-    (and the captions table of ``items``, an ingest output, for BISON's task types)."""
-    return Simulate(Reference.read(embeddings, encoder, items), seed, params)

@@ -21,15 +21,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS, DatabaseFormat
-from crisscross.annotate.providers import (
-    NO_JUDGMENT,
-    Replay,
-    SimulateParams,
-    load_cxc_release,
-    repeats_report,
-    simulate_from_embeddings,
-    unjudged_table,
-)
+from crisscross.annotate.providers import NO_JUDGMENT, Replay, load_cxc_release, repeats_report, unjudged_table
+from crisscross.annotate.simulate import SimulateParams, simulate_from_embeddings
 from crisscross.annotate.store import redact
 from crisscross.annotate.validate import validate
 from crisscross.core import io

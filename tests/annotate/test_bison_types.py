@@ -17,7 +17,7 @@ import yaml
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.formats import JUDGMENT_FORMATS, ExportError, export_tasks
 from crisscross.annotate.instructions import INSTRUCTIONS
-from crisscross.annotate.providers import DEFAULT_ANCHORS, Panel, Reference, Simulate, SimulateParams, cosine_to_score
+from crisscross.annotate.simulate import DEFAULT_ANCHORS, Panel, Reference, Simulate, SimulateParams, cosine_to_score
 from crisscross.annotate.store import Answer, Refused, TaskRow, check_answers
 from crisscross.annotate.tasks import GoldError, TaskParams, build_tasks, items_from_candidates, make_batches
 from crisscross.annotate.validate import _Refused, _value, validate

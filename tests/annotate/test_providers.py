@@ -12,19 +12,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from crisscross.annotate.providers import (
-    NO_JUDGMENT,
-    NO_VECTOR,
-    UNJUDGED_SCHEMA,
-    Reference,
-    Replay,
-    Simulate,
-    SimulateParams,
-    cosine_to_score,
-    load_cxc_release,
-    release_worker,
-    simulate_from_embeddings,
-)
+from crisscross.annotate.providers import NO_JUDGMENT, UNJUDGED_SCHEMA, Replay, load_cxc_release, release_worker
+from crisscross.annotate.simulate import NO_VECTOR, Reference, Simulate, SimulateParams, cosine_to_score, simulate_from_embeddings
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
 from crisscross.core.registry import UnknownNameError
 from crisscross.embed.sets import (

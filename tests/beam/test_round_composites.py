@@ -92,4 +92,3 @@ def test_aggregate_round_is_the_library_and_quarantines_excluded_raters(paths: d
         assert_that(out.result | beam.Map(same), equal_to([True]), label="Result")
         excluded = sorted(zip(expected.excluded["item_id"], expected.excluded["reason"], strict=True))
         assert_that(out.rejected | beam.Map(lambda r: (r.key, r.reason)), equal_to(excluded), label="Rejected")
-

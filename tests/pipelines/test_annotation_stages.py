@@ -13,7 +13,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.annotate.providers import Panel, SimulateParams, load_cxc_release
+from crisscross.annotate.providers import load_cxc_release
+from crisscross.annotate.simulate import Panel, SimulateParams
 from crisscross.core import io
 from crisscross.core.quarantine import RejectionError
 from crisscross.pipelines import aggregate, annotate, tasks
