@@ -38,6 +38,8 @@ from crisscross.pipelines.stage import (
 
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=local_path, required=True, help="the tasks stage output (gold items, sampling methods)")
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from crisscross.aggregate.quality import rater_report
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.formats import batches
+from crisscross.annotate.exports import batches
 from crisscross.annotate.store import Store, open_store, redact
 from crisscross.annotate.tasks import TaskParams
 from crisscross.core import io

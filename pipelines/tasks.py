@@ -16,7 +16,7 @@ import apache_beam as beam
 import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.formats import ANSWER_KEY, answer_key, export_tasks
+from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
 from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io

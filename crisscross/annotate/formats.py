@@ -1,40 +1,26 @@
-"""Annotation files: task formats out to raters, judgment formats back in, each chosen by name.
+"""Judgment files back in, one format each, chosen by name (:data:`JUDGMENT_FORMATS`).
 
-Export (:data:`TASK_FORMATS`): :func:`export_tasks` turns the tasks table into the files of one
-format, ``{relative path: bytes}``, so a stage can write them atomically.  Every batch is
-self-contained (ids, caption text, image path or URI as the images table gives it, instructions,
-``replicas``: how many raters do the batch).  Gold flags and sampling methods are never in a
-rater-facing file (a method named ``gold`` would give them away): every format gets the same
-``answer_key.csv`` beside it, listing the gold items, for the people running the round.
-BISON items also carry their options (CHOOSE: the target's captions; VERIFY-TRIPLE: the target
-and decoy images in the seeded order of :func:`~crisscross.formats.schema.decoy_first`), each
-with the answer picking it gives.
-
-Import (:data:`JUDGMENT_FORMATS`): ``read(name, data)`` parses one file's bytes into
-:class:`RawJudgment` records, each with its ``source`` (``file:line``, or an element path inside a
-JSON document) and canonical value names; a record that cannot be parsed at all, or whose values
-hold text UTF-8 cannot encode (a JSON ``\\udXXX`` half surrogate pair), becomes a
-``Rejected`` (``malformed-record``); a file that cannot be read at all raises :class:`JudgmentFileError`
-with a one-line message naming it, and no other exception leaves a reader, whatever the bytes
-(``tests/annotate/test_fuzz_judgment_formats.py``).  Values are passed on as written:
-:mod:`crisscross.annotate.validate` checks them.  A record names its item by ``item_id``, by ``task_type`` + ``id_a`` + ``id_b``, or by
-``batch_id`` + ``position``.
+``read(name, data)`` parses one file's bytes into :class:`RawJudgment` records, each with its
+``source`` (``file:line``, or an element path inside a JSON document) and canonical value names; a
+record that cannot be parsed at all, or whose values hold text UTF-8 cannot encode (a JSON
+``\\udXXX`` half surrogate pair), becomes a ``Rejected`` (``malformed-record``); a file that cannot
+be read at all raises :class:`JudgmentFileError` with a one-line message naming it, and no other
+exception leaves a reader, whatever the bytes (``tests/annotate/test_fuzz_judgment_formats.py``).
+Values are passed on as written: :mod:`crisscross.annotate.validate` checks them.  A record names
+its item by ``item_id``, by ``task_type`` + ``id_a`` + ``id_b``, or by ``batch_id`` + ``position``.
+The task files these answer are written by :mod:`crisscross.annotate.exports`.
 
 ``store`` reads the rater app's database (:mod:`crisscross.annotate.store`) instead of files: its
 ``--judgments`` values are database locations (a SQLite path or a ``postgresql://`` URL), one
 record per stored judgment, validated like any file's.
 
-Safety: every CSV goes through :func:`crisscross.core.io.csv_bytes`, which prefixes a cell that
-would start a spreadsheet formula with ``'``; the crowd-csv caption and image cells are also
-HTML-escaped, since crowd platforms paste ``${…}`` values raw into the task page.  Readers keep
-values as the file gives them: a guarded cell that comes back (``'=cmd`` as a worker id) is not
-un-guarded, and validation sees exactly what the platform wrote.
+Readers keep values as the file gives them: a guarded cell that comes back (``'=cmd`` as a worker
+id) is not un-guarded, and validation sees exactly what the platform wrote.
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import re
@@ -42,33 +28,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
-import pyarrow as pa
-
-from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.instructions import INSTRUCTIONS, VERIFY_MEANINGS
-from crisscross.annotate.presentation import PRESENTATIONS
+from crisscross.annotate.exports import ANSWER_CONTROL, SCORE_CONTROL
 from crisscross.annotate.store import open_store, redact
 from crisscross.core.errors import UserError
-from crisscross.core.ids import CAPTION_KIND, split_id
-from crisscross.core.io import csv_bytes
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
-from crisscross.formats.schema import (
-    BISON_TYPES,
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SCORE_MAX,
-    SCORE_MIN,
-    TASK_TYPES,
-    VERIFY_ANSWERS,
-    task_type,
-)
 
-ANSWER_KEY = "answer_key.csv"
-SCORE_CONTROL = "score"  # Label Studio control names; the reader looks for these in results
-ANSWER_CONTROL = "answer"
 # Canonical value names a reader may fill (``batch_seconds``: time for the whole batch, which
 # validation divides by the batch's number of items).
 JUDGMENT_FIELDS = (
@@ -87,266 +53,8 @@ JUDGMENT_FIELDS = (
 )
 
 
-class ExportError(UserError, ValueError):
-    """The tasks table names ids raters cannot be shown."""
-
-
 class JudgmentFileError(UserError, ValueError):
     """A whole judgments file is unusable (not UTF-8, not the document it should be)."""
-
-
-# ---------------------------------------------------------------------------- export
-
-
-@dataclass(frozen=True)
-class Side:
-    id: str
-    field: str  # "text" or "image"
-    value: str  # caption text, or image path / URI
-    answer: str = ""  # options only: the answer a rater gives by picking this option
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    item_id: str
-    position: int
-    a: Side
-    b: Side
-    # BISON: CHOOSE lists the target's captions (answer: the caption id); VERIFY-TRIPLE shows the
-    # target and decoy images in a seeded order (answer: target / decoy).
-    options: tuple[Side, ...] = ()
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    task_type: str
-    items: tuple[BatchItem, ...]  # by position
-
-
-def _side(value: str, catalog: Catalog, answer: str = "") -> Side:
-    if split_id(value)[1] == CAPTION_KIND:
-        return Side(value, "text", catalog.texts[value], answer)
-    return Side(value, "image", catalog.paths[value], answer)
-
-
-def _options(row: dict[str, Any], catalog: Catalog, seed: int) -> tuple[Side, ...]:
-    """The options of an item as its type presents them (see :class:`BatchItem`)."""
-    options = PRESENTATIONS[row["task_type"]].options(row["item_id"], row["id_a"], row["id_b"], catalog, seed)
-    return tuple(_side(option.shows, catalog, option.answer) for option in options)
-
-
-def _shown(row: dict[str, Any], catalog: Catalog) -> tuple[str, ...]:
-    """Every id a task row shows raters (a VERIFY-TRIPLE's target image too)."""
-    return PRESENTATIONS[row["task_type"]].shown(row["id_a"], row["id_b"], catalog)
-
-
-def batches(tasks: pa.Table, catalog: Catalog, seed: int = 0) -> list[Batch]:
-    """The tasks table as batches sorted by id, items by position; every id must be showable.
-    ``seed`` (``base.seed``) orders the two images of each VERIFY-TRIPLE item."""
-    rows = sorted(tasks.to_pylist(), key=lambda r: (r["batch_id"], r["position"]))
-    problems = sorted({(v, p[1]) for r in rows for v in _shown(r, catalog) if (p := catalog.problem(v))})
-    if problems:
-        raise ExportError(f"{len(problems)} ids in the tasks table cannot be shown to raters (first: {problems[:3]})")
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        grouped.setdefault(row["batch_id"], []).append(row)
-    out = []
-    for batch_id, members in grouped.items():
-        kinds = {r["task_type"] for r in members}
-        if len(kinds) != 1:
-            raise ExportError(f"batch {batch_id} mixes task types {sorted(kinds)}")
-        items = tuple(
-            BatchItem(r["item_id"], r["position"], _side(r["id_a"], catalog), _side(r["id_b"], catalog), _options(r, catalog, seed))
-            for r in members
-        )
-        out.append(Batch(batch_id, kinds.pop(), items))
-    return out
-
-
-def answer_key(tasks: pa.Table) -> bytes:
-    """CSV of the gold items (batch_id, position, item_id, task_type, id_a, id_b, gold)."""
-    columns = ["batch_id", "position", "item_id", "task_type", "id_a", "id_b", "gold"]
-    rows = sorted(
-        (r for r in tasks.select(columns).to_pylist() if r["gold"] in (GOLD_POSITIVE, GOLD_NEGATIVE)),
-        key=lambda r: (r["batch_id"], r["position"]),
-    )
-    return csv_bytes(columns, ([r[c] for c in columns] for r in rows))
-
-
-class TaskFormat(ABC):
-    """Writes batches as one platform's files."""
-
-    @abstractmethod
-    def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]: ...
-
-
-TASK_FORMATS: Registry[TaskFormat] = Registry("task format")
-
-
-def export_tasks(spec: str, tasks: pa.Table, catalog: Catalog, replicas: int, seed: int = 0) -> dict[str, bytes]:
-    """The files of format ``spec`` for the tasks table, plus ``answer_key.csv``, by path."""
-    if replicas < 1:
-        raise ValueError(f"replicas must be at least 1, got {replicas}")
-    files = TASK_FORMATS.create(spec).write(batches(tasks, catalog, seed), replicas)
-    files[ANSWER_KEY] = answer_key(tasks)
-    return dict(sorted(files.items()))
-
-
-@TASK_FORMATS.register("jsonl")
-class JsonlTasks(TaskFormat):
-    """``batches.jsonl``: one object per batch (batch_id, task_type, instructions, replicas,
-    items [{item_id, position, a: {id, text | image}, b: {…}}]; BISON items also ``options``
-    [{id, text | image, answer}] in the order to show them, ``answer`` being what picking one
-    answers).  Values are raw text: a custom tool that shows them in a page must escape them itself."""
-
-    def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
-        lines = [
-            json.dumps(
-                {
-                    "batch_id": b.batch_id,
-                    "task_type": b.task_type,
-                    "instructions": INSTRUCTIONS[b.task_type],
-                    "replicas": replicas,
-                    "items": [
-                        {
-                            "item_id": i.item_id,
-                            "position": i.position,
-                            "a": {"id": i.a.id, i.a.field: i.a.value},
-                            "b": {"id": i.b.id, i.b.field: i.b.value},
-                            **({"options": [{"id": o.id, o.field: o.value, "answer": o.answer} for o in i.options]} if i.options else {}),
-                        }
-                        for i in b.items
-                    ],
-                },
-                sort_keys=True,
-                ensure_ascii=False,
-            )
-            for b in batches
-        ]
-        return {"batches.jsonl": "".join(f"{line}\n" for line in lines).encode()}
-
-
-@TASK_FORMATS.register("crowd-csv")
-class CrowdCsvTasks(TaskFormat):
-    """Per task type, ``<type>.csv`` (one row per batch, MTurk style: every column usable as a
-    ``${column}`` template variable) and ``<type>.instructions.txt``.
-
-    Columns: ``batch_id, task_type, replicas, n_items``, then for i = 1 … the largest batch
-    ``item_<i>_id, item_<i>_a_<text|image>, item_<i>_b_<text|image>``; a shorter batch leaves its
-    last item columns empty (results readers skip positions whose ``item_<i>_id`` is empty).
-
-    Crowd platforms substitute ``${item_<i>_a_text}`` into the task's HTML as it is, so caption
-    text and image paths / URIs are written HTML-escaped (``html.escape(quote=True)``: ``<`` →
-    ``&lt;``, ``"`` → ``&quot;``, …); the browser shows them as written, and an escaped URI in a
-    ``src="…"`` attribute resolves to the same address.  Ids are written as they are, since
-    results files echo them back for matching (canonical and item ids hold no markup in practice).
-    A caption starting with ``=``, ``+``, ``-`` or ``@`` also gets :func:`~crisscross.core.io.csv_bytes`'s
-    leading ``'``, which the page then shows.
-
-    BISON types add, for j = 1 … the most options of an item, ``item_<i>_option_<j>_<text|image>``
-    and ``item_<i>_option_<j>_answer`` (the value a radio button under that option submits: the
-    caption id for CHOOSE, target / decoy for VERIFY-TRIPLE, in the order to show them).
-    """
-
-    def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
-        files = {}
-        for kind in TASK_TYPES:
-            of_kind = [b for b in batches if b.task_type == kind]
-            if not of_kind:
-                continue
-            fields = tuple("text" if k == CAPTION_KIND else "image" for k in task_type(kind).kinds)
-            width = max(len(b.items) for b in of_kind)
-            n_options = max(len(i.options) for b in of_kind for i in b.items)
-            option_field = next((o.field for b in of_kind for i in b.items for o in i.options), "image")  # captions or images
-            header = ["batch_id", "task_type", "replicas", "n_items"]
-            for i in range(1, width + 1):
-                header += [f"item_{i}_id", f"item_{i}_a_{fields[0]}", f"item_{i}_b_{fields[1]}"]
-                for j in range(1, n_options + 1):
-                    header += [f"item_{i}_option_{j}_{option_field}", f"item_{i}_option_{j}_answer"]
-            rows = []
-            for b in of_kind:
-                cells: list[object] = [b.batch_id, b.task_type, replicas, len(b.items)]
-                for i in b.items:
-                    cells += [i.item_id, html_text(i.a.value), html_text(i.b.value)]
-                    options = [[html_text(o.value), o.answer] for o in i.options]
-                    cells += [cell for pair in options + [["", ""]] * (n_options - len(options)) for cell in pair]
-                rows.append(cells + [""] * (len(header) - len(cells)))
-            files[f"{kind.lower()}.csv"] = csv_bytes(header, rows)
-            files[f"{kind.lower()}.instructions.txt"] = (INSTRUCTIONS[kind] + "\n").encode()
-        return files
-
-
-def html_text(value: str) -> str:
-    """``value`` as HTML text or a quoted attribute value, for templates that substitute it raw."""
-    return html.escape(value, quote=True)
-
-
-@TASK_FORMATS.register("label-studio")
-class LabelStudioTasks(TaskFormat):
-    """Per task type, one Label Studio project: ``<type>/tasks.json`` (one task per item,
-    ``data`` = item_id, batch_id, position, task_type, replicas, text_a | image_a, text_b |
-    image_b) and ``<type>/config.xml`` (instructions; a ``<Number>`` 0–5 step 0.1 named
-    ``score`` for ratings, ``<Choices>`` of the four answers named ``answer`` for VERIFY).
-
-    Label Studio has no per-task replication: set the project's overlap (maximum annotations
-    per task) to ``replicas``.  Image values are used as given, so local paths need Label Studio's
-    local-files storage or a URI prefix applied before export.
-
-    ``data`` values are not HTML-escaped: the ``<Text>`` tag renders ``$text_a`` as plain text
-    (escaping would show raters ``&lt;``) and ``<Image>`` takes its value as a URL.  Do not
-    switch the config to ``<HyperText>``, which renders its value as HTML.
-
-    BISON batches are refused (:class:`ExportError`): a Label Studio choice is a fixed label or
-    rendered HTML, so it can neither name a per-item caption id nor show caption text safely.
-    """
-
-    def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
-        bison = sorted({b.task_type for b in batches if b.task_type in BISON_TYPES})
-        if bison:
-            raise ExportError(f"label-studio cannot show {', '.join(bison)} items; export them as jsonl or crowd-csv (tasks.formats)")
-        files = {}
-        for kind in TASK_TYPES:
-            tasks = [
-                {
-                    "data": {
-                        "item_id": i.item_id,
-                        "batch_id": b.batch_id,
-                        "position": i.position,
-                        "task_type": b.task_type,
-                        "replicas": replicas,
-                        f"{i.a.field}_a": i.a.value,
-                        f"{i.b.field}_b": i.b.value,
-                    }
-                }
-                for b in batches
-                if b.task_type == kind
-                for i in b.items
-            ]
-            if tasks:
-                files[f"{kind.lower()}/tasks.json"] = (json.dumps(tasks, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
-                files[f"{kind.lower()}/config.xml"] = label_studio_config(kind).encode()
-        return files
-
-
-def label_studio_config(kind: str) -> str:
-    """The labeling config of one task type: instructions, the two sides, the rating control."""
-    info = task_type(kind)
-    objects = []
-    for side, id_kind in zip("ab", info.kinds, strict=True):
-        tag, field = ("Text", "text") if id_kind == CAPTION_KIND else ("Image", "image")
-        objects.append(f"  <{tag} name={quoteattr(f'{field}_{side}')} value={quoteattr(f'${field}_{side}')}/>")
-    target = "text_a" if info.kinds[0] == CAPTION_KIND else "image_a"
-    if info.rated:
-        control = f'  <Number name="{SCORE_CONTROL}" toName="{target}" min="{SCORE_MIN:g}" max="{SCORE_MAX:g}" step="0.1" required="true"/>'
-    else:
-        choices = "\n".join(f"    <Choice value={quoteattr(a)} hint={quoteattr(VERIFY_MEANINGS[a])}/>" for a in VERIFY_ANSWERS)
-        control = f'  <Choices name="{ANSWER_CONTROL}" toName="{target}" choice="single" required="true">\n{choices}\n  </Choices>'
-    instructions = f'  <View style="white-space: pre-wrap">\n    <Header size="5" value={quoteattr(INSTRUCTIONS[kind])}/>\n  </View>'
-    return "\n".join(["<View>", instructions, *objects, control, "</View>", ""])
-
-
-# ---------------------------------------------------------------------------- import
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What each task type shows raters and what their pick means: one strategy per type.
 
-The exports for crowd tools (:func:`crisscross.annotate.formats.batches`), the rater app
+The exports for crowd tools (:func:`crisscross.annotate.exports.batches`), the rater app
 (``crisscross.serve.app``) and the tasks stage's check that an item can be shown all ask the
 type's :class:`Presentation`, so a VERIFY-TRIPLE's "image 1" is the same image in an exported CSV
 and on the app's page (the order is seeded by ``base.seed``), and a CHOOSE's caption 3 the same

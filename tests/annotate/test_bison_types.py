@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.formats import JUDGMENT_FORMATS, ExportError, export_tasks
+from crisscross.annotate.exports import ExportError, export_tasks
+from crisscross.annotate.formats import JUDGMENT_FORMATS
 from crisscross.annotate.instructions import INSTRUCTIONS
 from crisscross.annotate.simulate import DEFAULT_ANCHORS, Panel, Reference, Simulate, SimulateParams, cosine_to_score
 from crisscross.annotate.store import Answer, Refused, TaskRow, check_answers

@@ -17,18 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.formats import (
-    ANSWER_KEY,
-    JUDGMENT_FORMATS,
-    TASK_FORMATS,
-    Batch,
-    BatchItem,
-    ExportError,
-    JudgmentFileError,
-    Side,
-    export_tasks,
-    label_studio_config,
-)
+from crisscross.annotate.exports import ANSWER_KEY, TASK_FORMATS, Batch, BatchItem, ExportError, Side, export_tasks, label_studio_config
+from crisscross.annotate.formats import JUDGMENT_FORMATS, JudgmentFileError
 from crisscross.annotate.tasks import (
     Space,
     TaskParams,

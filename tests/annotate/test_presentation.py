@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.formats import batches
+from crisscross.annotate.exports import batches
 from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
 from crisscross.annotate.store import TaskRow
 from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, NOT_GOLD, TASK_TYPES, TRIPLE_DECOY, TRIPLE_TARGET, VERIFY_TRIPLE, item_id

@@ -301,7 +301,7 @@ def test_frame_csv_bytes_guards_the_aggregate_raters_table():
 
 
 def test_crowd_csv_task_export_guards_formula_captions():
-    from crisscross.annotate.formats import TASK_FORMATS, Batch, BatchItem, Side
+    from crisscross.annotate.exports import TASK_FORMATS, Batch, BatchItem, Side
 
     texts = ["=1+1", "@SUM(1)", "-0.5", "- a dash first"]
     items = tuple(
