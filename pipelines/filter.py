@@ -19,7 +19,8 @@ import apache_beam as beam
 import pyarrow.compute as pc
 
 from crisscross.beam.filter import FilterCandidates, FilterResult, read_gallery
-from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, load_annotators, queries_table
+from crisscross.candidates.annotators import load_annotators
+from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, queries_table
 from crisscross.core import io
 from crisscross.core.quarantine import count_reasons
 from crisscross.formats.schema import NOT_GOLD

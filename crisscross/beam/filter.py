@@ -19,19 +19,10 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from crisscross.beam.common import route
-from crisscross.candidates.machine import (
-    BatchPlan,
-    FilterSettings,
-    Queries,
-    QueryLists,
-    candidate_pairs,
-    candidates_table,
-    diversity_report,
-    load_annotators,
-    plan_batches,
-    retrieve,
-    select_queries,
-)
+from crisscross.candidates.annotators import load_annotators
+from crisscross.candidates.diversity import diversity_report
+from crisscross.candidates.machine import FilterSettings, Queries, QueryLists, candidate_pairs, candidates_table, retrieve, select_queries
+from crisscross.candidates.verify_batches import BatchPlan, plan_batches
 from crisscross.core import io, numerics
 from crisscross.scoring.protocol import Gallery
 

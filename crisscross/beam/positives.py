@@ -30,7 +30,8 @@ from crisscross.aggregate.positives import (
 )
 from crisscross.beam.common import gather, route
 from crisscross.beam.evaluate import gallery_of, load_truth
-from crisscross.candidates.machine import load_annotators, read_queries, settings_of_annotators
+from crisscross.candidates.annotators import load_annotators
+from crisscross.candidates.machine import read_queries, settings_of_annotators
 from crisscross.core import io, numerics
 from crisscross.formats.eccv import I2T, T2I
 from crisscross.scoring.protocol import Model, load_model

@@ -12,7 +12,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.filter import FilterCandidates, read_gallery
-from crisscross.candidates.machine import FilterSettings, candidate_pairs, load_annotators, retrieve, select_queries
+from crisscross.candidates.annotators import load_annotators
+from crisscross.candidates.machine import FilterSettings, candidate_pairs, retrieve, select_queries
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, cocaption_mean, set_dir
 
 

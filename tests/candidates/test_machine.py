@@ -11,20 +11,19 @@ import pytest
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.tasks import verify_items
+from crisscross.candidates.annotators import TextProxyModel
+from crisscross.candidates.diversity import coverage_of, diversity_report
 from crisscross.candidates.machine import (
     FilterSettings,
     QueryLists,
-    TextProxyModel,
     candidate_pairs,
     candidates_table,
-    coverage_of,
-    diversity_report,
-    plan_batches,
     read_query_file,
     retrieve,
     select_queries,
     top_columns,
 )
+from crisscross.candidates.verify_batches import plan_batches
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
 from crisscross.scoring.protocol import Gallery, ScoreMatrixModel

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from crisscross.candidates.machine import coverage_of
+from crisscross.candidates.diversity import coverage_of
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, cocaption_mean, set_dir
 from crisscross.formats.eccv import I2T, T2I
