@@ -18,7 +18,8 @@ from typing import Any
 
 from crisscross.formats.manifest import verify
 from crisscross.pipelines.stage import configure_logging, load_params, read_params
-from crisscross.release.build import ReleaseRequest, ReleaseSettings, build, diff_releases, rounds_from
+from crisscross.release.build import build, diff_releases
+from crisscross.release.request import ReleaseRequest, ReleaseSettings, rounds_from
 
 STAGE = "release"
 DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples and Flickr30k Entities boxes (also: `release verify DIR`, `release diff A B`)."

@@ -18,6 +18,12 @@ from crisscross.core.errors import InputError
 SUMS = "SHA256SUMS"
 INFO = "release.json"
 DATA = "data"
+# the other files of a release folder beside data/
+MERGED = "dataset_coco_cxc.json"  # the Karpathy-shaped document with CxC's scores
+CHANGELOG = "CHANGELOG.md"
+CARD = "README.md"
+CROISSANT = "croissant.json"
+ATTRIBUTION = "ATTRIBUTION.csv"
 _SUM_LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)", re.ASCII)
 _CHUNK = 1 << 20
 

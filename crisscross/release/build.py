@@ -1,229 +1,59 @@
 """Build a release folder: the tables, the card, Croissant metadata, checksums, version and changelog.
 
 The release is whole-table work — joins across rounds, a diff against the previous release,
-checksums of finished files — with no per-record step worth distributing, so it runs as plain
-pandas / pyarrow in one process rather than as a Beam pipeline.  Its output is built in a staging
+checksums of finished files — and, unlike the other whole-table stages (tasks, annotate,
+aggregate: one element of their composite, so they run where the runner runs them), it runs in
+the launching process, as plain pandas / pyarrow: it holds the pseudonym key, which must never be
+shipped to workers, and it publishes a persisted DVC output.  The request and plan are in
+:mod:`~crisscross.release.request`, what ``release.json`` records in
+:mod:`~crisscross.release.provenance`, the Croissant assembly in :mod:`~crisscross.release.croissant`
+and the Karpathy merge in :mod:`~crisscross.release.merge`.  Its output is built in a staging
 folder (:func:`crisscross.core.io.staged_directory`), checked with ``verify`` and
 ``mlcroissant``, and swapped in only then: a crash leaves the previous release intact.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
-import importlib.util
 import json
-import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import yaml
 
-from crisscross import __version__
-from crisscross.annotate.instructions import INSTRUCTIONS
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
-from crisscross.core.settings import setting
-from crisscross.formats.cxc import CXC_FILES, CXC_SPLITS, cxc_csv
+from crisscross.formats.cxc import CXC_FILES, cxc_csv
 from crisscross.formats.eccv import ECCV_FILES
 from crisscross.formats.manifest import (
+    ATTRIBUTION,
+    CARD,
+    CHANGELOG,
+    CROISSANT,
     DATA,
     INFO,
+    MERGED,
     SUMS,
-    data_counts,
-    file_sha256,
     is_release,
     release_files,
     sums_text,
-    tree_sha256,
     verify,
 )
-from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED, VERIFY
+from crisscross.formats.schema import VERIFY
 from crisscross.formats.verify import RELEASE_COLUMNS, verify_csv
 from crisscross.release import card, croissant, merge
-from crisscross.release.contents import CXC_ROW_MODES, ITEM_ROWS, Contents, RoundInput, collect, cxc_rows, no_rounds, verify_maps
+from crisscross.release.contents import Contents, collect, cxc_rows, no_rounds, verify_maps
 from crisscross.release.load import Release, load_release
 from crisscross.release.parts import PARTS, Part, read_parts, units, write_part
+from crisscross.release.provenance import metadata_fingerprint, release_date, release_info
 from crisscross.release.pseudonyms import load_salt
+from crisscross.release.request import Plan, ReleaseRequest, release_name
 from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs, diff_tables
 
 POSITIVES_REQUIRED = tuple(ECCV_FILES.values())
 POSITIVES_OPTIONAL = ("positives.parquet", "bias_audit.json")
-MERGED = "dataset_coco_cxc.json"
-CHANGELOG = "CHANGELOG.md"
-CARD = "README.md"
-CROISSANT = "croissant.json"
-ATTRIBUTION = "ATTRIBUTION.csv"
-SALT_ENV = "CRISSCROSS_RELEASE_SALT"
-PLATFORMS = {
-    SOURCE_SIMULATED: "a simulated rater panel (crisscross annotate, source: simulate); no people rated",
-    SOURCE_PEOPLE: "people's judgments imported from an annotation tool's export (crisscross annotate, source: import)",
-    SOURCE_REPLAY: "judgments replayed from an earlier release (crisscross annotate, source: replay)",
-}
-DEFAULT_CITATION = """@misc{crisscross,
-  title = {crisscross: graded image and caption similarity judgments},
-  note = {Built with the methods of Crisscrossed Captions (Parekh et al., EACL 2021) and ECCV Caption (Chun et al., ECCV 2022)}
-}
-@inproceedings{parekh2021crisscrossed,
-  title = {Crisscrossed Captions: Extended Intramodal and Intermodal Semantic Similarity Judgments for {MS-COCO}},
-  author = {Parekh, Zarana and Baldridge, Jason and Cer, Daniel and Waters, Austin and Yang, Yinfei},
-  booktitle = {EACL},
-  year = {2021}
-}"""
-
-
-@dataclass(frozen=True)
-class ReleaseSettings:
-    """The ``release`` section of ``params.yaml``: what the card and metadata say, and how ids are hidden."""
-
-    name: str = "crisscross-demo"
-    title: str = "crisscross demo: graded image and caption similarity"
-    description: str = (
-        "Graded caption-caption (STS), image-image (SIS) and caption-image (SITS) similarity judgments and verified "
-        "image-caption matches (VERIFY) over MS-COCO images and captions, in the Crisscrossed Captions file shapes."
-    )
-    version: str = "auto"  # auto: the smallest version the diff against the previous release allows
-    date: str | None = None  # YYYY-MM-DD; null: $SOURCE_DATE_EPOCH, else today (UTC)
-    previous: str | None = None  # the release this one follows (a folder; may be the output folder itself)
-    licence: str = "CC BY 4.0"
-    licence_url: str = "https://creativecommons.org/licenses/by/4.0/"
-    citation: str = DEFAULT_CITATION
-    url: str = "https://github.com/google-research-datasets/Crisscrossed-Captions"
-    creator: str = "crisscross contributors"
-    limitations: tuple[str, ...] = ()
-    salt_env: str = SALT_ENV  # the pseudonym key: this environment variable, else ...
-    salt_file: str = "~/.config/crisscross/release-salt"  # ... this file (created when missing; never inside the release)
-    cxc_rows: str = setting(ITEM_ROWS, choices=CXC_ROW_MODES)
-    merge_splits: tuple[str, ...] = CXC_SPLITS  # examples of these splits get cxc_scores in the Karpathy merge (as CxC's script)
-    # who linked and drew the Flickr30k Entities chains and boxes (--entities): the boxes stage's output does not say
-    entities_source: str = setting(SOURCE_SIMULATED, choices=(SOURCE_SIMULATED, SOURCE_PEOPLE, SOURCE_REPLAY))
-
-    def metadata(self) -> dict[str, Any]:
-        """What a patch release may change: the descriptive fields (not version, date or where files are)."""
-        keys = (
-            "name",
-            "title",
-            "description",
-            "licence",
-            "licence_url",
-            "citation",
-            "url",
-            "creator",
-            "limitations",
-            "cxc_rows",
-            "merge_splits",
-        )
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in ((k, getattr(self, k)) for k in keys)}
-
-
-@dataclass(frozen=True)
-class ReleaseRequest:
-    rounds: tuple[RoundInput, ...]  # empty: a release of parts alone
-    items: Path | None  # needed with rounds
-    out: Path
-    settings: ReleaseSettings
-    params: Mapping[str, Any] = field(default_factory=dict)  # the whole params document, recorded as build params
-    version: str = "auto"
-    date: str | None = None
-    simulated: bool = False  # the explicit flag a simulated build needs
-    previous: Path | None = None
-    positives: Path | None = None
-    karpathy: Path | None = None
-    embeddings: Path | None = None
-    attribution: Path | None = None
-    lock: Path | None = None
-    parts: Mapping[str, Path] = field(default_factory=dict)  # part name (PARTS) → its stage's output folder
-
-
-def release_date(given: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """``given`` (YYYY-MM-DD), else ``$SOURCE_DATE_EPOCH``, else today in UTC."""
-    environ = os.environ if environ is None else environ
-    if given:
-        try:
-            return datetime.date.fromisoformat(given).isoformat()
-        except ValueError:
-            raise ParamError(f"release date {given!r} is not YYYY-MM-DD") from None
-    epoch = environ.get("SOURCE_DATE_EPOCH")
-    if epoch:
-        try:
-            return datetime.datetime.fromtimestamp(int(epoch), datetime.UTC).date().isoformat()
-        except ValueError:
-            raise ParamError(f"SOURCE_DATE_EPOCH {epoch!r} is not a whole number of seconds") from None
-    return datetime.datetime.now(datetime.UTC).date().isoformat()
-
-
-def code_version() -> str:
-    """``crisscross <version> (code <sha256 of its Python sources>)``: the code's content, not a git
-    commit, so the same code gives the same release bytes at any commit (a commit cannot name
-    itself in the ``dvc.lock`` it carries) and a consumer can still tell builds apart."""
-    commands = importlib.util.find_spec("crisscross.pipelines")  # found, not imported: only its files are read
-    assert commands is not None and commands.submodule_search_locations
-    digest = hashlib.sha256()
-    for root in (Path(__file__).resolve().parents[1], Path(next(iter(commands.submodule_search_locations))).resolve()):
-        for path in sorted(root.rglob("*.py")):
-            digest.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
-            digest.update(path.read_bytes())
-    return f"crisscross {__version__} (code {digest.hexdigest()[:12]})"
-
-
-def lock_hashes(lock: Path | None) -> dict[str, str]:
-    """Output path → md5 of every stage output recorded in ``dvc.lock`` (paths relative to its folder)."""
-    if lock is None or not lock.is_file():
-        return {}
-    document = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
-    found = {}
-    for stage in (document.get("stages") or {}).values():
-        for out in stage.get("outs") or []:
-            found[os.path.normpath(out["path"])] = out.get("md5", "")
-    return found
-
-
-def input_hashes(request: ReleaseRequest) -> list[dict[str, Any]]:
-    """Each input folder or file as given, its own sha256 (of the tree) and its md5 in ``dvc.lock``."""
-    named = [(f"round {r.number} rated", r.rated) for r in request.rounds]
-    named += [(f"round {r.number} judgments", r.judgments) for r in request.rounds if r.judgments]
-    named += [(name, path) for name, path in sorted(request.parts.items())]
-    named += [
-        (role, path)
-        for role, path in (
-            ("items", request.items),
-            ("positives", request.positives),
-            ("karpathy", request.karpathy),
-            ("embeddings", request.embeddings),
-            ("attribution", request.attribution),
-        )
-        if path
-    ]
-    recorded = lock_hashes(request.lock)
-    base = request.lock.resolve().parent if request.lock else Path.cwd()
-    rows = []
-    for role, path in named:
-        key = os.path.normpath(os.path.relpath(path.resolve(), base))
-        digest = tree_sha256(path) if path.is_dir() else file_sha256(path)
-        rows.append({"role": role, "path": str(path), "sha256": digest, "dvc_md5": recorded.get(key)})
-    return rows
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What is decided before anything is written: the contents, version, diff and previous release."""
-
-    contents: Contents
-    version: Version
-    date: str
-    diff: ReleaseDiff | None
-    previous_version: Version | None
-    previous_changelog: str
-    parts: tuple[Part, ...] = ()
-
-    @property
-    def simulated(self) -> bool:
-        return self.contents.simulated or any(p.simulated for p in self.parts)
 
 
 def read_contents(request: ReleaseRequest) -> tuple[Contents, tuple[Part, ...]]:
@@ -287,12 +117,6 @@ def release_diff(
     return ReleaseDiff(diff.types, diff.metadata_changed, diff_tables(loaded_units(before), after_units))
 
 
-def metadata_fingerprint(request: ReleaseRequest) -> dict[str, Any]:
-    """Descriptive settings and the build params (without the release's own version, date, previous)."""
-    params = {k: v for k, v in request.params.items() if k != "release"}
-    return {**request.settings.metadata(), "build_params": json.loads(json.dumps(params, sort_keys=True, default=str))}
-
-
 def build(request: ReleaseRequest) -> dict[str, Any]:
     """Write the release to ``request.out`` (atomically) and return its report.  Nothing changed
     against ``--previous`` (no pair, score or metadata): the previous release is the release, kept
@@ -317,7 +141,7 @@ def build(request: ReleaseRequest) -> dict[str, Any]:
         entry = changelog_entry(decided.version, decided.date, decided.diff, decided.previous_version)
         texts = _caption_texts(request.items) if request.items is not None else {}
         _write(root / CARD, card.render(decided.contents, _card_inputs(request, decided, root, entry, texts)).encode())
-        _write(root / CROISSANT, _croissant_json(root, request, decided))
+        _write(root / CROISSANT, croissant.release_croissant(root, request, decided))
         croissant.validate(root / CROISSANT, record_limit=1)
         info = release_info(root, request, decided)
         io.write_json(str(root / INFO), info)
@@ -371,7 +195,7 @@ def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
     exclusions = contents.raters[contents.raters["excluded"].astype(bool)][["round", "rater", "task_type", "judgments", "reasons"]]
     _write(data / "qc_exclusions.csv", io.frame_csv_bytes(exclusions))
     _parquet(data / "qc_exclusions.parquet", exclusions)
-    merged = karpathy_merge(data, request, contents)
+    merged = merge.karpathy_merge(data, request, contents)
     if merged is not None:
         _write(data / MERGED, (json.dumps(merged, sort_keys=True) + "\n").encode())
 
@@ -384,27 +208,6 @@ def copy_positives(folder: Path, data: Path) -> None:
     for name in (*POSITIVES_REQUIRED, *POSITIVES_OPTIONAL):
         if (folder / name).is_file():
             shutil.copyfile(folder / name, data / name)
-
-
-def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> dict[str, Any] | None:
-    """The Karpathy-shaped document (``--karpathy``, else built from the items) with CxC's
-    ``cxc_scores``, from the release's own SITS files; ``None`` without SITS or COCO ids."""
-    sits = contents.pairs[contents.pairs["task_type"] == "SITS"]
-    if sits.empty or not merge.is_coco(sits["id_a"]):
-        return None
-    if request.karpathy is not None:
-        try:
-            document = json.loads(request.karpathy.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise InputError(f"cannot read the Karpathy dataset JSON {request.karpathy}: {error}") from error
-        if not isinstance(document, dict) or not isinstance(document.get("images"), list):
-            raise InputError(f"{request.karpathy}: not dataset_coco.json-shaped (no 'images' list)")
-    else:
-        images = pd.read_parquet(Path(str(request.items)) / "images.parquet", columns=["image_id", "split"])
-        captions = pd.read_parquet(Path(str(request.items)) / "captions.parquet", columns=["caption_id", "image_id", "text"])
-        document = merge.karpathy_document(images, captions)
-    files = sorted(data.glob("sits_*.csv"))
-    return merge.merge_scores(document, merge.read_sits_rows(files), request.settings.merge_splits)
 
 
 def _attribution(path: Path) -> pd.DataFrame:
@@ -487,7 +290,7 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
         files.update({f"{DATA}/{part.name}/{n}": text for n, text in part.notes.items()})
     return card.CardInputs(
         title=s.title,
-        name=_release_name(s.name, decided.simulated),
+        name=release_name(s.name, decided.simulated),
         version=str(decided.version),
         date=decided.date,
         description=s.description,
@@ -508,76 +311,6 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
     )
 
 
-def _release_name(name: str, simulated: bool) -> str:
-    return f"{name}-{SIMULATED_LABEL}" if simulated and SIMULATED_LABEL not in name.lower() else name
-
-
-def _croissant_json(root: Path, request: ReleaseRequest, decided: Plan) -> bytes:
-    s, contents, simulated = request.settings, decided.contents, decided.simulated
-    kinds = sorted({k for facts in contents.facts.values() for k in facts})
-    sources = sorted(set(contents.judgments["source"]) | {p.source for p in decided.parts})
-    collection = [p.collection for p in decided.parts]
-    if request.rounds:
-        collection.insert(
-            0,
-            "Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
-        )
-    inputs = croissant.CroissantInputs(
-        name=_release_name(s.name, simulated),
-        description=s.description + (" SIMULATED: the judgments come from a simulated rater panel, not people." if simulated else ""),
-        version=str(decided.version),
-        date=decided.date,
-        licence_url=s.licence_url,
-        citation="\n".join([s.citation, *(p.citation for p in decided.parts)]),
-        url=s.url,
-        creator=s.creator,
-        simulated=simulated,
-        collection=" ".join(collection),
-        keywords=[p.title for p in decided.parts],
-        platform="; ".join(PLATFORMS.get(x, x) for x in sources),
-        instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
-        raters_per_item=", ".join(
-            f"{k} {f['usual_judgments_per_item']}" for facts in contents.facts.values() for k, f in sorted(facts.items())
-        ),
-        agreement=[
-            f"Krippendorff's alpha ({f['alpha_level']}) {k}: {f['alpha']}"
-            for facts in contents.facts.values()
-            for k, f in sorted(facts.items())
-        ],
-        limitations=list(s.limitations) + (["SIMULATED judgments, not people."] if simulated else []),
-        biases=["See data/bias_audit.json."]
-        if request.positives is not None and (request.positives / "bias_audit.json").is_file()
-        else ["Not audited for this build."],
-    )
-    file_sets = {f"{DATA}/{p.name}/{folder}": spec for p in decided.parts for folder, spec in p.file_sets.items()}
-    files = [
-        n
-        for n in release_files(root)
-        if (n.startswith((f"{DATA}/", "plots/")) or n == ATTRIBUTION) and str(Path(n).parent.as_posix()) not in file_sets
-    ]
-    meta = croissant.metadata(root, files, inputs, file_sets)
-    return (json.dumps(croissant.to_json(meta), indent=2, sort_keys=True, default=str) + "\n").encode()
-
-
-def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str, Any]:
-    contents = decided.contents
-    return {
-        "name": _release_name(request.settings.name, decided.simulated),
-        "version": str(decided.version),
-        "date": decided.date,
-        "simulated": decided.simulated,
-        "code_version": code_version(),
-        "metadata": metadata_fingerprint(request),
-        "params": json.loads(json.dumps(dict(request.params), sort_keys=True, default=str)),
-        "inputs": input_hashes(request),
-        "previous": str(decided.previous_version) if decided.previous_version else None,
-        "bump": decided.diff.level if decided.diff else None,
-        "summary": card.summary(contents),
-        "parts": {p.name: dict(p.counts) for p in decided.parts},
-        "counts": data_counts(root),
-    }
-
-
 def _changelog(entry: str, decided: Plan) -> str:
     """The new entry above the previous release's entries."""
     earlier = decided.previous_changelog.split("\n", 2)[2] if decided.previous_changelog.startswith("# ") else decided.previous_changelog
@@ -590,12 +323,3 @@ def diff_releases(a: Path, b: Path) -> tuple[ReleaseDiff, str]:
     diff = release_diff(before, after.frames.get("pairs", no_rounds().pairs), loaded_units(after), after.info["metadata"])
     text = changelog_entry(Version.parse(after.version), after.info["date"], diff, Version.parse(before.version))
     return diff, text
-
-
-def rounds_from(rated: Sequence[str], judgments: Sequence[str] | None) -> tuple[RoundInput, ...]:
-    """Round inputs from the comma-separated ``--rated`` and ``--judgments`` lists (same order)."""
-    if judgments and len(judgments) != len(rated):
-        raise ParamError(
-            f"--judgments names {len(judgments)} folder(s) for {len(rated)} --rated folder(s): give one per round, in the same order"
-        )
-    return tuple(RoundInput(i, Path(r), Path(judgments[i - 1]) if judgments else None) for i, r in enumerate(rated, 1))

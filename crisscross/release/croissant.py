@@ -12,6 +12,7 @@ with how many raters per item.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from crisscross.annotate.instructions import INSTRUCTIONS
 from crisscross.core.errors import InputError
-from crisscross.formats.manifest import file_sha256
+from crisscross.formats.manifest import (
+    ATTRIBUTION,
+    DATA,
+    file_sha256,
+    release_files,
+)
+from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED
+from crisscross.release.request import Plan, ReleaseRequest, release_name
 
 if TYPE_CHECKING:  # mlcroissant (0.5 s) loads when a release is described or checked, not with the command
     import mlcroissant as mlc
@@ -168,3 +177,58 @@ def validate(path: Path, record_limit: int | None = None) -> Mapping[str, int]:
     finally:
         logging.disable(previous)
     return counts
+
+
+PLATFORMS = {
+    SOURCE_SIMULATED: "a simulated rater panel (crisscross annotate, source: simulate); no people rated",
+    SOURCE_PEOPLE: "people's judgments imported from an annotation tool's export (crisscross annotate, source: import)",
+    SOURCE_REPLAY: "judgments replayed from an earlier release (crisscross annotate, source: replay)",
+}
+
+
+def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> bytes:
+    """``croissant.json`` of a release folder: its metadata, files and record sets, from the request and plan."""
+    s, contents, simulated = request.settings, decided.contents, decided.simulated
+    kinds = sorted({k for facts in contents.facts.values() for k in facts})
+    sources = sorted(set(contents.judgments["source"]) | {p.source for p in decided.parts})
+    collection = [p.collection for p in decided.parts]
+    if request.rounds:
+        collection.insert(
+            0,
+            "Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
+        )
+    inputs = CroissantInputs(
+        name=release_name(s.name, simulated),
+        description=s.description + (" SIMULATED: the judgments come from a simulated rater panel, not people." if simulated else ""),
+        version=str(decided.version),
+        date=decided.date,
+        licence_url=s.licence_url,
+        citation="\n".join([s.citation, *(p.citation for p in decided.parts)]),
+        url=s.url,
+        creator=s.creator,
+        simulated=simulated,
+        collection=" ".join(collection),
+        keywords=[p.title for p in decided.parts],
+        platform="; ".join(PLATFORMS.get(x, x) for x in sources),
+        instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
+        raters_per_item=", ".join(
+            f"{k} {f['usual_judgments_per_item']}" for facts in contents.facts.values() for k, f in sorted(facts.items())
+        ),
+        agreement=[
+            f"Krippendorff's alpha ({f['alpha_level']}) {k}: {f['alpha']}"
+            for facts in contents.facts.values()
+            for k, f in sorted(facts.items())
+        ],
+        limitations=list(s.limitations) + (["SIMULATED judgments, not people."] if simulated else []),
+        biases=["See data/bias_audit.json."]
+        if request.positives is not None and (request.positives / "bias_audit.json").is_file()
+        else ["Not audited for this build."],
+    )
+    file_sets = {f"{DATA}/{p.name}/{folder}": spec for p in decided.parts for folder, spec in p.file_sets.items()}
+    files = [
+        n
+        for n in release_files(root)
+        if (n.startswith((f"{DATA}/", "plots/")) or n == ATTRIBUTION) and str(Path(n).parent.as_posix()) not in file_sets
+    ]
+    meta = metadata(root, files, inputs, file_sets)
+    return (json.dumps(to_json(meta), indent=2, sort_keys=True, default=str) + "\n").encode()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -22,6 +23,8 @@ import pandas as pd
 
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, published, split_id
+from crisscross.release.contents import Contents
+from crisscross.release.request import ReleaseRequest
 
 ORIGINAL = "c2i_original"  # the caption and the image are one MS-COCO example
 SCORES_KEY = "cxc_scores"
@@ -95,3 +98,24 @@ def karpathy_document(images: pd.DataFrame, captions: pd.DataFrame) -> dict[str,
 
 def is_coco(ids: Iterable[str]) -> bool:
     return all(split_id(i)[0] == _COCO.namespace for i in ids)
+
+
+def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> dict[str, Any] | None:
+    """The Karpathy-shaped document (``--karpathy``, else built from the items) with CxC's
+    ``cxc_scores``, from the release's own SITS files; ``None`` without SITS or COCO ids."""
+    sits = contents.pairs[contents.pairs["task_type"] == "SITS"]
+    if sits.empty or not is_coco(sits["id_a"]):
+        return None
+    if request.karpathy is not None:
+        try:
+            document = json.loads(request.karpathy.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InputError(f"cannot read the Karpathy dataset JSON {request.karpathy}: {error}") from error
+        if not isinstance(document, dict) or not isinstance(document.get("images"), list):
+            raise InputError(f"{request.karpathy}: not dataset_coco.json-shaped (no 'images' list)")
+    else:
+        images = pd.read_parquet(Path(str(request.items)) / "images.parquet", columns=["image_id", "split"])
+        captions = pd.read_parquet(Path(str(request.items)) / "captions.parquet", columns=["caption_id", "image_id", "text"])
+        document = karpathy_document(images, captions)
+    files = sorted(data.glob("sits_*.csv"))
+    return merge_scores(document, read_sits_rows(files), request.settings.merge_splits)
