@@ -74,13 +74,8 @@ from benchmarks.reference import (
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.scoring.metrics import Positives, pmrp, ranks_of_positives
+from crisscross.scoring.models import ALL, FOLDS, RATING_KINDS, TASK_KINDS, EmbeddingModel, Gallery
 from crisscross.scoring.protocol import (
-    ALL,
-    FOLDS,
-    RATING_KINDS,
-    TASK_KINDS,
-    EmbeddingModel,
-    Gallery,
     Settings,
     average_folds,
     bootstrap_rng,

@@ -39,7 +39,7 @@ from crisscross.pipelines.stage import (
     source_spec,
     write_quarantine,
 )
-from crisscross.scoring.protocol import (
+from crisscross.scoring.models import (
     ALL,
     AUTO,
     EVERY_ENCODER,
@@ -47,15 +47,11 @@ from crisscross.scoring.protocol import (
     RATING_KINDS,
     TASK_KINDS,
     NoCoverageError,
-    Settings,
     embedded_models,
     gallery_rule,
     load_model,
-    model_gallery,
-    model_ranking_agreement,
-    positives_agreement,
-    runnable,
 )
+from crisscross.scoring.protocol import Settings, model_gallery, model_ranking_agreement, positives_agreement, runnable
 
 DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
 DEFAULTS: dict[str, Any] = {

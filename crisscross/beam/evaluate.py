@@ -18,7 +18,8 @@ import pyarrow as pa
 from apache_beam.metrics import Metrics
 
 from crisscross.core import io
-from crisscross.scoring.protocol import Gallery, Settings, evaluate, gallery_rule, load_model, model_gallery
+from crisscross.scoring.models import Gallery, gallery_rule, load_model
+from crisscross.scoring.protocol import Settings, evaluate, model_gallery
 from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, Report
 
 STAGE = "evaluate"

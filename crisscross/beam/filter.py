@@ -24,7 +24,7 @@ from crisscross.candidates.diversity import diversity_report
 from crisscross.candidates.machine import FilterSettings, Queries, QueryLists, candidate_pairs, candidates_table, retrieve, select_queries
 from crisscross.candidates.verify_batches import BatchPlan, plan_batches
 from crisscross.core import io, numerics
-from crisscross.scoring.protocol import Gallery
+from crisscross.scoring.models import Gallery
 
 STAGE = "filter"
 

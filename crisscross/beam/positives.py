@@ -34,7 +34,7 @@ from crisscross.candidates.annotators import load_annotators
 from crisscross.candidates.machine import read_queries, settings_of_annotators
 from crisscross.core import io, numerics
 from crisscross.formats.eccv import I2T, T2I
-from crisscross.scoring.protocol import Model, load_model
+from crisscross.scoring.models import Model, load_model
 
 STAGE = "positives"
 

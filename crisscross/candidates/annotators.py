@@ -1,6 +1,6 @@
 """The machine annotators: models that propose VERIFY candidates (ECCV Caption §3.1).
 
-Any model of :data:`crisscross.scoring.protocol.MODEL_SOURCES` can annotate; :class:`TextProxyModel` adds the
+Any model of :data:`crisscross.scoring.models.MODEL_SOURCES` can annotate; :class:`TextProxyModel` adds the
 leave-one-out text proxy (a caption scored against the mean of an image's *other* captions), so a
 build with no image–text model still has annotators.  :func:`load_annotators` loads those the
 ``filter`` settings name.
@@ -17,7 +17,7 @@ from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
-from crisscross.scoring.protocol import Block, CoverageError, Gallery, Model, load_model
+from crisscross.scoring.models import Block, CoverageError, Gallery, Model, load_model
 
 
 class TextProxyModel(Model):

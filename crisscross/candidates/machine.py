@@ -2,7 +2,7 @@
 queries, ranked lists and candidates; the annotators, the VERIFY batches and the diversity report
 have modules of their own beside this one.
 
-*Machine annotators* are image–text scorers (:class:`crisscross.scoring.protocol.Model`): the
+*Machine annotators* are image–text scorers (:class:`crisscross.scoring.models.Model`): the
 evaluate stage's models (``load_model``: embedding sets in one joint space, score matrices) and,
 offline, a *text proxy* per text encoder (:class:`~crisscross.candidates.annotators.TextProxyModel`), which scores an image by the
 mean of its unit caption vectors (its co-caption mean); a caption against its *own* image is
@@ -59,7 +59,7 @@ from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_TEXT_ENCODERS
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T
 from crisscross.scoring.metrics import kendall_tau_b
-from crisscross.scoring.protocol import Gallery, Model
+from crisscross.scoring.models import Gallery, Model
 from crisscross.scoring.truths import eccv_data_dir
 
 QUERY_MODES = ("all", "sample", "file")

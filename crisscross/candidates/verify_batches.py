@@ -16,7 +16,7 @@ from crisscross.candidates.machine import METHOD, Finding, Pair, QueryLists, as_
 from crisscross.core.rng import generator
 from crisscross.formats.eccv import DIRECTIONS, I2T
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD
-from crisscross.scoring.protocol import Gallery
+from crisscross.scoring.models import Gallery
 
 BATCHES_SCHEMA = pa.schema(
     [

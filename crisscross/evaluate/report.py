@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crisscross.aggregate.plots import DPI, png_bytes
-from crisscross.scoring.protocol import ALL, FOLDS, RATING_KINDS, TASK_KINDS, Results
+from crisscross.scoring.models import ALL, FOLDS, RATING_KINDS, TASK_KINDS
+from crisscross.scoring.protocol import Results
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when the plot is drawn, not with the stage command
     from matplotlib.axes import Axes

@@ -1,8 +1,9 @@
 """Models scored against ground truths, shared by every phase that ranks with a model.
 
-``protocol`` (``MODEL_SOURCES``: the embedded encoders and score files as models, galleries,
-retrieval in query blocks), ``truths`` (``GROUND_TRUTHS``: COCO, CxC and ECCV-shaped positives),
-``metrics`` (pure vectorised retrieval and correlation metrics).  The machine annotators
-(candidates), the annotators' bias audit (aggregate) and the evaluate stage all use them, so they
-live below all three.
+``models`` (``MODEL_SOURCES``: the embedded encoders and score files as models; galleries),
+``protocol`` (scoring a model against a truth: retrieval in query blocks, correlation, PMRP,
+BISON), ``truths`` (``GROUND_TRUTHS``: COCO, CxC and ECCV-shaped positives), ``metrics`` (pure
+vectorised retrieval and correlation metrics).  The machine annotators (candidates), the
+annotators' bias audit (aggregate) and the evaluate stage all use them, so they live below all
+three.
 """

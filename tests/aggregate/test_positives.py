@@ -23,7 +23,7 @@ from crisscross.aggregate.positives import (
     verified_pairs,
     write_eccv_json,
 )
-from crisscross.scoring.protocol import Gallery, ScoreMatrixModel
+from crisscross.scoring.models import Gallery, ScoreMatrixModel
 from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, load_eccv
 
 I = [f"coco:img:{n}" for n in range(5)]  # noqa: E741 - images i0..i4

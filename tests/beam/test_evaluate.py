@@ -10,7 +10,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.evaluate import EvaluateModels, EvaluationInputs
 from crisscross.core import io
-from crisscross.scoring.protocol import Gallery, Settings, embedded_models, evaluate, gallery_rule, load_model, model_gallery
+from crisscross.scoring.models import Gallery, embedded_models, gallery_rule, load_model
+from crisscross.scoring.protocol import Settings, evaluate, model_gallery
 from crisscross.scoring.truths import GROUND_TRUTHS
 
 SEED = 5

@@ -26,7 +26,7 @@ from crisscross.candidates.machine import (
 from crisscross.candidates.verify_batches import plan_batches
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
-from crisscross.scoring.protocol import Gallery, ScoreMatrixModel
+from crisscross.scoring.models import Gallery, ScoreMatrixModel
 
 I = [f"coco:img:{n}" for n in range(5)]  # noqa: E741 - images i0..i4
 C = [f"coco:cap:{10 + n}" for n in range(5)]  # caption c_n belongs to image i_n

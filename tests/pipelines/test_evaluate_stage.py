@@ -14,7 +14,7 @@ from crisscross.embed.sets import EmbeddingSet
 from crisscross.evaluate.tables import read_labels
 from crisscross.pipelines import embed, evaluate, ingest
 from crisscross.pipelines.cli import main as cli
-from crisscross.scoring.protocol import ALL, FOLDS
+from crisscross.scoring.models import ALL, FOLDS
 from tests.shared_builds import shared_build
 
 

@@ -11,13 +11,8 @@ from benchmarks.reference import reference_retrieval
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.scoring.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
+from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, Gallery, ScoreMatrixModel
 from crisscross.scoring.protocol import (
-    ALL,
-    FOLDS,
-    CoverageError,
-    EmbeddingModel,
-    Gallery,
-    ScoreMatrixModel,
     Settings,
     average_folds,
     bootstrap_rng,
@@ -83,7 +78,7 @@ def dense(model: EmbeddingModel, gallery: Gallery, truth: GroundTruth, task: str
 @pytest.mark.parametrize("task", ["i2t", "t2i", "t2t", "i2i"])
 def test_retrieval_in_blocks_matches_the_per_query_reference(task, monkeypatch):
     gallery, model, truth = synthetic()
-    monkeypatch.setattr("crisscross.scoring.protocol.SCORE_BLOCK_ELEMENTS", 7 * 120)  # several query blocks
+    monkeypatch.setattr("crisscross.scoring.models.SCORE_BLOCK_ELEMENTS", 7 * 120)  # several query blocks
     ranked, missing = retrieval_ranks(model, truth, gallery, task)
     got = metrics_from_ranks(ranked)
     want = reference_retrieval(*dense(model, gallery, truth, task))
