@@ -19,6 +19,9 @@ EM; its pandas joins take seconds per iteration at CxC scale where numpy over fa
 takes a fraction, and its tie rule (alphabetical labels) and row-order-dependent output
 order differ from ours.  ``tests/test_aggregation.py`` checks both agree where crowd-kit is
 installed.
+
+Its length is one estimator per aggregator (mean, median, trimmed and bias-calibrated means,
+majority vote, Dawid–Skene) behind one interface; a new aggregator adds a registered class here.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@
 
 Every draw uses :func:`crisscross.core.rng.generator` (base seed + crc32 of what is drawn for),
 so the same inputs and seed give the same tables whatever order anything is processed in.
+
+Its length is the three steps of one table (items, gold, batches), which share the catalog, the
+seeded draws and the table schemas; each step is a function of its own.
 """
 
 from __future__ import annotations

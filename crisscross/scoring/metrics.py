@@ -26,6 +26,9 @@ Queries without any positive in the gallery are left out of every average and th
 returned beside the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
 Loops run over blocks of rows or samples (bounded memory), never per query in Python; the ranks
 of positives are counted by one compiled (numba) pass over each score row.
+
+Its length is the metrics themselves, each a pure function with the paper it follows; they share
+the CSR positives and the compiled rank pass, so they stay together.
 """
 
 from __future__ import annotations
