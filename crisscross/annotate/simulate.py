@@ -6,6 +6,9 @@
 cosines (:class:`Reference`) plus their bias and noise, with careless and straight-lining raters
 among them.  BISON's CHOOSE and VERIFY-TRIPLE need the captions of each image (``items``: the
 ingest output).  It returns :class:`~crisscross.annotate.providers.Provided` like the replay.
+
+Its length is the panel's model of a rater (bias, noise, careless and straight-lining raters,
+times) for every task type, BISON's two included; its parameters are checked here too.
 """
 
 from __future__ import annotations

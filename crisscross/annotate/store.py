@@ -15,6 +15,9 @@ Rules the store keeps, whatever the web layer does:
   ratings, and refused (:class:`Refused`) once ``replicas`` raters have submitted it;
 * one transaction per submitted batch; ``UNIQUE (rater, item_id)`` means a double submit cannot
   create a second judgment (the second submit is answered "already submitted").
+
+Its length is the whole database in one place: one schema for both backends and every
+assignment rule, so the web layer cannot bend them.
 """
 
 from __future__ import annotations
