@@ -97,17 +97,11 @@ def demo_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Tests only read it: ``copy_built_project`` gives a copy to work in."""
     import subprocess
 
-    from tests.shared_builds import copy_project, project_env, shared_build
+    from tests.shared_builds import git_copy, project_env, shared_build
 
     def repro(root: Path) -> None:
-        project, env = root / "main", project_env()
-        copy_project(PROJECT, project)
-        for command in (
-            ["git", "init", "-q"],
-            ["git", "add", "-A"],
-            ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
-        ):
-            subprocess.run(command, cwd=project, check=True, env=env, capture_output=True)
+        env = project_env()
+        project = git_copy(PROJECT, root / "main", env)
         (project / "dvc.lock").unlink(missing_ok=True)
         run = subprocess.run(["dvc", "repro"], check=False, cwd=project, capture_output=True, text=True, env=env)
         assert run.returncode == 0, f"dvc repro exited {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"

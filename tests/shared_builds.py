@@ -64,16 +64,30 @@ def shared_build(factory: pytest.TempPathFactory, name: str, inputs: Iterable[st
     return folder
 
 
-def copy_project(source: Path, target: Path) -> None:
+def copy_project(source: Path, target: Path, leave_out: tuple[str, ...] = ()) -> None:
     """The project's files as a clone plus the work in progress would have them: tracked and untracked
-    but not ignored files, without those deleted in the work tree (as git would)."""
+    but not ignored files, without those deleted in the work tree (as git would), nor those whose
+    path starts with one of ``leave_out``."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=source, capture_output=True, text=True, check=True
     ).stdout.split("\0")
     for name in filter(None, listed):
-        if (source / name).is_file():
+        if (source / name).is_file() and not name.startswith(leave_out):
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / name, target / name)
+
+
+def git_copy(source: Path, target: Path, env: dict[str, str], leave_out: tuple[str, ...] = ()) -> Path:
+    """:func:`copy_project` at ``target``, made a git work tree with everything committed: the
+    project as a new user's clone has it, for the tests that run ``dvc`` in it."""
+    copy_project(source, target, leave_out)
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(command, cwd=target, check=True, env=env, capture_output=True)
+    return target
 
 
 DEMO_SALT = "dvc-release-test-salt-0123456789"  # the pseudonym key of the demo_repro build (no salt file in the home folder)

@@ -7,9 +7,7 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.serve.round import free_port
-from tests.shared_builds import new_home
+from tests.shared_builds import copy_project, git_copy, new_home, project_env
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -75,8 +73,7 @@ def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
     README's 8000, and the home folder, where the release keeps its salt file, is a new one."""
     root = tmp_path / "work"
     project = root / "main"
-    ignored = (".git", "build", "releases", ".dvc", "*.failed", "__pycache__", ".*.staging-*")
-    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(*ignored))
+    copy_project(PROJECT, project)
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
     env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
     servers = []
@@ -137,19 +134,10 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     (experiment,) = [command for command in readme_commands("dvc") if command.startswith("dvc exp run ")]
     root = tmp_path / "work"
     project = root / "main"
-    files = subprocess.run(["git", "ls-files"], cwd=PROJECT, capture_output=True, text=True, check=True).stdout.split()
-    for name in files:
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(PROJECT / name, project / name)
     covered, images = karpathy_slice(shared_data, root / "shared" / "data", photos=40, others=40)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.update(new_home(tmp_path / "home"))  # the release's salt file goes to a new home folder, as a new user's would
-    for command in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
-    ):
-        subprocess.run(command, cwd=project, check=True, env=env)
+    env = {**project_env(), **new_home(tmp_path / "home")}  # the release's salt file goes to a new home folder, as a new user's would
+    env.pop("CRISSCROSS_RELEASE_SALT")
+    git_copy(PROJECT, project, env)
     run = subprocess.run(shlex.split(experiment), cwd=project, capture_output=True, text=True, check=False, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "efficientnet-lite0 gallery: covered" in run.stdout and f"{covered} of {images:,} images" in run.stdout

@@ -4,15 +4,15 @@ project, on the demo with the simulated panel, reusing the root build's items an
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+
+from tests.shared_builds import git_copy, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
 BISON = Path("build") / "bison"
@@ -43,27 +43,9 @@ def test_dvc_repro_of_the_bison_workflow(shared_data: Path, demo_chain: Path, tm
     records them as the root stages' outputs, so ``dvc repro`` does not build them again); then
     ``dvc repro workflows/bison/dvc.yaml`` runs the ten BISON stages, and the JSON, the table and
     the evaluation agree with each other and with the yields in the report."""
-    project = tmp_path / "work" / "main"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=PROJECT, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (PROJECT / name).is_file() and not name.startswith("workflows/bison/dvc.lock"):
-            (project / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT / name, project / name)
+    env = {**project_env(), "CRISSCROSS_RELEASE_SALT": "bison-test-salt-0123456789abcdef"}
+    project = git_copy(PROJECT, tmp_path / "work" / "main", env, leave_out=("workflows/bison/dvc.lock",))
     (tmp_path / "work" / "shared").symlink_to(shared_data.parent, target_is_directory=True)
-    env = {
-        **os.environ,
-        "DVC_NO_ANALYTICS": "1",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "CRISSCROSS_RELEASE_SALT": "bison-test-salt-0123456789abcdef",
-    }
-    for command in (
-        ["git", "init", "-q"],
-        ["git", "add", "-A"],
-        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x"],
-    ):
-        ok(command, project, env)
     for output in ("items", "embeddings"):  # built from the same demo with the same params.yaml: the same bytes
         shutil.copytree(demo_chain / output, project / "build" / output)
     ok(["dvc", "commit", "-f", "ingest", "embed"], project, env)

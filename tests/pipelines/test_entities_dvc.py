@@ -5,10 +5,7 @@ localize on the demo with the simulated crowd of ``workflows/entities/params.yam
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -17,33 +14,15 @@ import pytest
 import yaml
 
 from crisscross.entities.files import read_annotation, sentences_file
+from tests.shared_builds import git_copy, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
-GIT_USER = ["-c", "user.email=t@t", "-c", "user.name=t"]
-
-
-def _copy_project(target: Path) -> None:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=PROJECT, capture_output=True, text=True, check=True
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (PROJECT / name).is_file() and not name.startswith(("build/", "releases/")):
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT / name, target / name)
 
 
 @pytest.mark.xdist_group("e2e")
 def test_dvc_repro_runs_the_entities_workflow_on_the_demo(tmp_path: Path):
-    project = tmp_path / "main"
-    _copy_project(project)
-    env = {
-        **os.environ,
-        "DVC_NO_ANALYTICS": "1",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "CRISSCROSS_RELEASE_SALT": "entities-test-salt-0123456789abcdef",
-    }
-    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", *GIT_USER, "commit", "-qm", "x"]):
-        subprocess.run(command, cwd=project, check=True, env=env, capture_output=True)
+    env = {**project_env(), "CRISSCROSS_RELEASE_SALT": "entities-test-salt-0123456789abcdef"}
+    project = git_copy(PROJECT, tmp_path / "main", env)
     (project / "workflows" / "entities" / "dvc.lock").unlink(missing_ok=True)
     run = subprocess.run(["dvc", "repro", "workflows/entities/dvc.yaml"], cwd=project, capture_output=True, text=True, env=env, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
