@@ -85,23 +85,28 @@ def one_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def import_stage(module_name: str) -> object:
+def import_stage(module_name: str, *, freeze: bool = False) -> object:
     """The stage's module, imported with the cyclic garbage collector paused.
 
     Importing Beam creates some 150,000 long-lived objects, and the collector's passes over them
-    while they are being created cost about a tenth of a command's start-up
-    (benchmarks/stage_startup.py).  The collector is back on before the stage runs.
+    while they are made cost about a tenth of a command's start-up.  With ``freeze`` (the
+    ``crisscross`` command, whose process ends with its stage) they are moved out of the
+    collector's sight for good, so its passes during the run skip them too: a tenth of the demo's
+    ``sample`` stage, start to exit (benchmarks/stage_startup.py).  In-process callers (tests) do
+    not freeze, so what they import stays collectable.
     """
     collecting = gc.isenabled()
     gc.disable()
     try:
         return importlib.import_module(module_name)
     finally:
+        if freeze:
+            gc.freeze()
         if collecting:
             gc.enable()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, freeze: bool = False) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in args
     args = [a for a in args if a != DEBUG_FLAG]
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("apache_beam").setLevel(
             logging.CRITICAL
         )  # a failing step logs its traceback; the error below says it in one line
-    module = import_stage(STAGES.create(args[0]))
+    module = import_stage(STAGES.create(args[0]), freeze=freeze)
     try:
         module.main(args[1:])
     except USER_ERRORS as error:
@@ -143,7 +148,7 @@ def run() -> None:
     stage had finished and printed its summary, failing ``dvc repro`` for nothing.
     """
     try:
-        code = main()
+        code = main(freeze=True)
     except SystemExit as exit_:  # --help and argparse's usage errors end here too, without the teardown
         code = exit_.code if isinstance(exit_.code, int) else USAGE_ERROR if exit_.code else 0
     logging.shutdown()

@@ -37,3 +37,16 @@ def test_a_stage_module_is_imported_with_the_collector_paused_and_restored() -> 
     assert int(plain[0]) > 100 and plain[1] == "True"  # what the pause saves: hundreds of passes
     assert int(paused[0]) <= 2 and paused[1] == "True"  # a library's explicit gc.collect() still runs
     assert collections_while_importing("gc.disable(); cli.import_stage('json')")[1] == "False"  # a caller's pause is kept
+
+
+def test_the_command_freezes_what_it_imported_and_in_process_callers_do_not() -> None:
+    code = (
+        "import gc\n"
+        "from crisscross.pipelines import cli\n"
+        "cli.import_stage('crisscross.pipelines.derive')\n"
+        "print(gc.get_freeze_count())\n"
+        "cli.import_stage('crisscross.pipelines.sample', freeze=True)\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    before, after = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert before == 0 and after > 100_000  # Beam's objects, out of the collector's sight
