@@ -7,10 +7,11 @@ comments are kept).  ``tests/test_dvc_deps.py`` fails while they differ.
 A stage's code is the import closure of its command module (``crisscross <stage>`` →
 ``pipelines/<stage>.py``): every ``import`` statement followed, those inside functions too, since
 a module imported on use still shapes the output.  Files with no statement but a docstring
-(most ``__init__.py``) cannot change an output and are left out; a folder is listed whole when
-all its files are in the closure, and the shared vocabulary (``crisscross/core``,
-``crisscross/formats``: ARCHITECTURE.md's bottom layers) whole when any of it is, which keeps the
-lists short at the price of rerunning a stage for an edit to a vocabulary module it does not use.  Of the root ``crisscross/__init__.py`` only module-level imports
+(most ``__init__.py``) cannot change an output and are left out.  A package folder is listed whole
+when the stage runs at least half of its code, and the shared vocabulary (``crisscross/core``,
+``crisscross/formats``: ARCHITECTURE.md's bottom layers) whole when it runs any of it.  That keeps
+the lists, and ``dvc.lock`` which DVC rereads around every stage, short, at the price of rerunning
+a stage for an edit to a module it does not run in a package it mostly does.  Of the root ``crisscross/__init__.py`` only module-level imports
 count: its lazy ``load_release`` is the public façade, which no stage calls.  The ``release``
 stage depends on all the code: its ``release.json`` records the code's hash (``code_version``).
 """
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CODE_ROOTS = ("crisscross", "pipelines")
 WHOLE_CODE = frozenset({"release"})  # commands whose output records the hash of all the code
 SHARED = (ROOT / "crisscross" / "core", ROOT / "crisscross" / "formats")  # listed whole when used at all
+ROOTS = tuple(ROOT / name for name in CODE_ROOTS)  # never listed whole (but by the release)
 DEP_LINE = re.compile(r"^(\s+)- (\S+)\s*$")
 
 
@@ -113,7 +115,7 @@ def compact(files: frozenset[Path]) -> list[Path]:
         inside = {f for f in files if f.is_relative_to(folder)}
         if not inside:
             return
-        if inside == code_files(folder) or folder in SHARED:
+        if inside == code_files(folder) or folder in SHARED or (folder not in ROOTS and 2 * len(inside) >= len(code_files(folder))):
             paths.append(folder)
             return
         paths.extend(sorted(f for f in inside if f.parent == folder))
