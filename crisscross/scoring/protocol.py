@@ -8,7 +8,7 @@ with their captions, scores each fold on its own and averages the fold values (C
 folds of 1,000 images; fold sizes differ by at most one image when ``n`` does not divide them).
 
 Guards (the mistakes published evaluation code makes): a model that cannot score every query and
-gallery item of a task is refused with :class:`CoverageError`, never *silently* scored on a
+gallery item of a task is refused with :class:`~crisscross.scoring.models.CoverageError`, never *silently* scored on a
 shrunken gallery; a score matrix is checked against its id lists, so a transposed matrix is an
 error; queries without a positive are counted and left out; positives pointing outside the
 gallery are counted (``missing_positives``); rated pairs outside the gallery are counted
@@ -243,7 +243,7 @@ def runnable(model: Model, settings: Settings) -> tuple[list[str], list[str]]:
 
 
 def check_coverage(model: Model, gallery: Gallery, settings: Settings) -> None:
-    """Raise :class:`CoverageError` before any work if a runnable task's gallery is not covered."""
+    """Raise :class:`~crisscross.scoring.models.CoverageError` before any work if a runnable task's gallery is not covered."""
     tasks, _ = runnable(model, settings)
     # images first: an image without a vector is the cause, its captions' absence the consequence
     for kind in sorted({k for t in tasks for k in TASK_KINDS[t]}, key=lambda k: (k != IMAGE_KIND, k)):
@@ -290,7 +290,7 @@ class ModelGallery:
 
 def model_gallery(model: Model, gallery: Gallery, settings: Settings, rule: str = AUTO) -> ModelGallery:
     """The gallery ``model`` is evaluated on under ``rule`` (see the module's gallery rule);
-    raises :class:`CoverageError` before any work when it cannot be scored."""
+    raises :class:`~crisscross.scoring.models.CoverageError` before any work when it cannot be scored."""
     if rule not in GALLERY_RULES:
         raise ValueError(f"gallery rule must be one of {GALLERY_RULES}, got {rule!r}")
     resolved = rule if rule != AUTO else (COVERED if model.kinds == {IMAGE_KIND} else FULL)
