@@ -22,6 +22,10 @@
    (hashing the outputs, caching them, the run cache, rewriting ``dvc.lock``) up to the next stage.
    The commands are the installed ``crisscross``; the copy only holds the data, params and the code
    DVC hashes, so the project's own ``build/`` and ``dvc.lock`` are never touched.
+3. **The frozen import.**  In that copy, ``sample`` and ``aggregate`` run whole, as ``crisscross``
+   runs them (what the import made frozen, ``cli.import_stage``) and with ``cli.main(freeze=False)``
+   exiting the same way, alternating, 7 rounds (``--quick``: 2).  **The reference is the unfrozen
+   command in the same run**; the ratio is frozen ÷ unfrozen.
 """
 
 from __future__ import annotations
@@ -145,8 +149,34 @@ def stage_times(lines: list[tuple[float, str]], seconds: float) -> list[dict[str
     return stages
 
 
-def demo_build(repros: int, env: dict[str, str]) -> list[dict[str, Any]]:
-    """``dvc repro -f`` of the demo, ``repros`` times, in a copy warmed by one ``dvc repro``."""
+# Two stage commands timed whole, as ``crisscross`` runs them (imports frozen) and with the imports
+# left to the collector (``cli.main(freeze=False)``, exiting the same way), in the demo copy.
+FROZEN_STAGES = {
+    "sample": ["sample", "--in", "build/similarity", "--items", "build/items", "--params", "params.yaml"],
+    "aggregate": ["aggregate", "--in", "build/judgments", "--tasks", "build/tasks", "--params", "params.yaml"],
+}
+UNFROZEN = "import os, sys; from crisscross.pipelines import cli; code = cli.main(sys.argv[1:]); sys.stdout.flush(); os._exit(code)"
+FREEZE_ROUNDS, QUICK_FREEZE_ROUNDS = 7, 2
+
+
+def frozen_or_not(project: Path, rounds: int, env: dict[str, str]) -> dict[str, dict[str, list[float]]]:
+    """Wall seconds of each of :data:`FROZEN_STAGES`, frozen and not, alternating round by round."""
+    seconds: dict[str, dict[str, list[float]]] = {stage: {"frozen": [], "collected": []} for stage in FROZEN_STAGES}
+    for r in range(rounds):
+        for stage, args in FROZEN_STAGES.items():
+            out = ["--out", str(project / "freeze-check" / stage)]
+            commands = {"frozen": ["crisscross", *args, *out], "collected": [sys.executable, "-c", UNFROZEN, *args, *out]}
+            for variant in sorted(commands, reverse=r % 2 == 1):
+                started = time.perf_counter()
+                subprocess.run(commands[variant], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=project, env=env)
+                seconds[stage][variant].append(time.perf_counter() - started)
+        print(f"freeze round {r + 1}/{rounds} done", flush=True)
+    return seconds
+
+
+def demo_build(repros: int, freeze_rounds: int, env: dict[str, str]) -> tuple[list[dict[str, Any]], dict[str, dict[str, list[float]]]]:
+    """``dvc repro -f`` of the demo, ``repros`` times, in a copy warmed by one ``dvc repro``; then
+    :func:`frozen_or_not` in that copy."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="crisscross-startup-") as tmp:
         project = Path(tmp) / "main"
@@ -160,7 +190,8 @@ def demo_build(repros: int, env: dict[str, str]) -> list[dict[str, Any]]:
             own = sum(s["own_s"] for s in stages)
             runs.append({"wall_s": seconds, "own_s": own, "dvc_start_s": first, "stages": stages})
             print(f"dvc repro -f {r + 1}/{repros}: {seconds:.1f} s wall, {own:.1f} s own work ({seconds / own:.2f}×)", flush=True)
-    return runs
+        freeze = frozen_or_not(project, freeze_rounds, env)
+    return runs, freeze
 
 
 def median_per_stage(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -183,11 +214,18 @@ def run(args: argparse.Namespace) -> None:
     gcp = gcp_installed()
     seconds = startup(QUICK_ROUNDS if args.quick else ROUNDS, env)
     heavy = {stage: heavy_imports(stage, env) for stage in STAGES.names()}
-    runs = demo_build(QUICK_REPROS if args.quick else REPROS, env)
-    report(seconds, heavy, runs, gcp, args.quick)
+    runs, freeze = demo_build(QUICK_REPROS if args.quick else REPROS, QUICK_FREEZE_ROUNDS if args.quick else FREEZE_ROUNDS, env)
+    report(seconds, heavy, runs, freeze, gcp, args.quick)
 
 
-def report(seconds: dict[str, list[float]], heavy: dict[str, list[str]], runs: list[dict[str, Any]], gcp: bool, quick: bool) -> None:
+def report(
+    seconds: dict[str, list[float]],
+    heavy: dict[str, list[str]],
+    runs: list[dict[str, Any]],
+    freeze: dict[str, dict[str, list[float]]],
+    gcp: bool,
+    quick: bool,
+) -> None:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     bare, beam = median["python -c pass"], median["import apache_beam"]
     print(f"\nreferences (median of {len(seconds[next(iter(seconds))])}): python -c pass {bare:.2f} s, import apache_beam {beam:.2f} s")
@@ -218,6 +256,10 @@ def report(seconds: dict[str, list[float]], heavy: dict[str, list[str]], runs: l
     print(
         f"wall {wall:.1f} s for {statistics.median(r['own_s'] for r in runs):.1f} s of own work: wall ÷ own {statistics.median(ratios):.2f} (goal ≤ {GOAL_WALL_OVER_OWN:.0f})"
     )
+    print("\nwhole stage commands, the import frozen (crisscross) against left to the collector, medians:")
+    for stage, variants in freeze.items():
+        frozen, collected = statistics.median(variants["frozen"]), statistics.median(variants["collected"])
+        print(f"{stage:<12}{frozen:6.2f} s against {collected:5.2f} s (×{frozen / collected:.2f})")
     path = save_result(
         "stage_startup",
         {
@@ -234,6 +276,7 @@ def report(seconds: dict[str, list[float]], heavy: dict[str, list[str]], runs: l
             "repro_runs": runs,
             "repro_median_per_stage": per_stage,
             "wall_over_own": ratios,
+            "frozen_or_not_seconds": freeze,
             "goal_wall_over_own": GOAL_WALL_OVER_OWN,
         },
     )
