@@ -2,17 +2,19 @@
 
 Every ``import`` statement counts, the ones inside functions too: a lazy import still ties the
 importing package to the imported one.  The root ``crisscross`` package runs before any of its
-subpackages whatever imports them; importing its ``__version__`` adds no arrow.
+subpackages whatever imports them; importing it or its ``__version__`` adds no arrow.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.dvc_code_deps import import_statements
+
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {p.name for p in (ROOT / "crisscross").iterdir() if (p / "__init__.py").exists()} | {"pipelines"}
 LAYERS_LINE = re.compile(r"^layers: (.+)$", re.MULTILINE)
 
 
@@ -43,27 +45,16 @@ def arrows() -> list[Arrow]:
         source = package_of(path)
         if not source:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                if parts[0] != "crisscross":
-                    continue
-                target = parts[1] if len(parts) > 1 else source  # the root: already loaded
-                if target != source:
-                    found.append(Arrow(f"{path.relative_to(ROOT)}:{node.lineno}", source, target))
+        for line, names in import_statements(path):
+            # the root package itself, and its attributes (``__version__``), are loaded before any package
+            targets = {name.split(".")[1] for name in names if name.startswith("crisscross.")} & PACKAGES
+            found += [Arrow(f"{path.relative_to(ROOT)}:{line}", source, target) for target in sorted(targets - {source})]
     return found
 
 
 def test_the_layer_line_names_every_package_once() -> None:
     order = layer_order()
-    packages = {p.name for p in (ROOT / "crisscross").iterdir() if (p / "__init__.py").exists()} | {"pipelines"}
-    assert sorted(order) == sorted(packages)
+    assert sorted(order) == sorted(PACKAGES)
     assert len(order) == len(set(order))
 
 

@@ -24,6 +24,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -69,18 +70,21 @@ def runs_code(path: Path) -> bool:
     return False
 
 
+def import_statements(path: Path, *, top_level: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """(line, modules named) of every import statement of a file, those inside functions too unless
+    ``top_level``; ``from package import name`` names ``package`` and ``package.name`` (a module or not)."""
+    tree = _tree(path)
+    for node in tree.body if top_level else ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node.lineno, [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+
+
 def imported_modules(path: Path) -> set[str]:
     """The crisscross modules one file imports, with their parent packages (which run first)."""
-    tree = _tree(path)
-    nodes = tree.body if path == ROOT / "crisscross" / "__init__.py" else list(ast.walk(tree))
     found: set[str] = set()
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]  # `from package import module`
-        else:
-            continue
+    for _, names in import_statements(path, top_level=path == ROOT / "crisscross" / "__init__.py"):
         for name in names:
             parts = name.split(".")
             if parts[0] == "crisscross":

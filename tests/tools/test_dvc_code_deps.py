@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tools import dvc_code_deps as tool
+
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "dvc_code_deps.py"
 
 
-def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dvc_code_deps", TOOL)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = load_tool()
 STAGES = [stage for dvc_yaml in tool.pipelines() for stage in tool.stages(dvc_yaml)]
 
 
