@@ -22,15 +22,14 @@ from crisscross.aggregate.round import RoundResult, RoundSettings, checked
 from crisscross.beam.aggregate import AggregateRound
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.formats.cxc import cxc_csv
 from crisscross.formats.schema import RATING_TYPES, VERIFY
 from crisscross.formats.verify import verify_csv
 from crisscross.pipelines.stage import (
+    Finished,
     StageArgs,
     local_path,
     parse_args,
-    read_quarantine,
     require,
     run_stage,
     write_quarantine,
@@ -46,7 +45,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, RoundSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -60,11 +59,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs = pipeline | "Aggregate" >> AggregateRound(judgments, tasks, settings)
     outputs.result | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
-
-    def finish(beam_result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
 
 
 def write(result: RoundResult, out: str) -> None:
@@ -93,11 +87,10 @@ def _arrow(frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    facts = json.loads(io.read_bytes(io.join(out, "facts.json")))
-    rated = io.read_parquet(io.join(out, "rated.parquet")).to_pandas()
-    raters = pd.read_csv(io.join(out, "raters.csv"))
-    quarantine: list[Rejected] = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    facts = json.loads(io.read_bytes(io.join(done.out, "facts.json")))
+    rated = io.read_parquet(io.join(done.out, "rated.parquet")).to_pandas()
+    raters = pd.read_csv(io.join(done.out, "raters.csv"))
     simulated = bool(rated["simulated"].any())
     summary = {}
     for kind, f in facts.items():
@@ -112,7 +105,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         summary["judgments"] = "none to aggregate: every task type is empty (see the tasks and annotate reports for why)"
     excluded = raters[raters["excluded"]]
     summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
-    summary["rejected"] = stage.rejected_line(len(quarantine), "judgments of excluded raters")
+    summary["rejected"] = stage.rejected_line(len(done.quarantine), "judgments of excluded raters")
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
     tables = [f"{kind.lower()}.csv" for kind in sorted(facts) if kind in (*RATING_TYPES, VERIFY)]  # BISON rounds have none
@@ -123,6 +116,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "task_types": facts,
         "excluded_raters": len(excluded),
         "simulated": simulated,
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
         "summary": summary,
     }

@@ -27,11 +27,10 @@ from crisscross.core import io
 from crisscross.core.settings import setting
 from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.pipelines.stage import (
+    Finished,
     StageArgs,
-    check_strict,
     local_path,
     parse_args,
-    read_quarantine,
     require,
     run_stage,
     write_quarantine,
@@ -66,7 +65,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, AnnotateSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def source_settings(stage: StageArgs) -> SourceSettings:
@@ -90,13 +89,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.collected | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        summary = report(out, stage)
-        check_strict(stage, out)
-        return summary
-
-    return finish
-
 
 def write(collected: tuple[pa.Table, pa.Table, dict[str, Any]], out: str) -> None:
     judgments, unjudged, facts = collected
@@ -105,11 +97,10 @@ def write(collected: tuple[pa.Table, pa.Table, dict[str, Any]], out: str) -> Non
     io.write_json(io.join(out, "source.json"), facts)
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    judgments = io.read_parquet(io.join(out, "judgments.parquet"))
-    unjudged = io.read_parquet(io.join(out, "unjudged.parquet"))
-    quarantine = read_quarantine(out)
-    counts = judgment_summary(judgments, quarantine)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    judgments = io.read_parquet(io.join(done.out, "judgments.parquet"))
+    unjudged = io.read_parquet(io.join(done.out, "unjudged.parquet"))
+    counts = judgment_summary(judgments, done.quarantine)
     simulated = any(judgments.column("simulated").to_pylist())
     lines = {
         kind: f"{c['judgments']:,} judgments of {c['items']:,} items by {c['workers']} worker{'s' * (c['workers'] != 1)}"
@@ -118,7 +109,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     lines["source"] = stage.params["source"] + (" (SIMULATED raters: not people)" if simulated else "")
     lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {stage.shown(io.join(stage.out, 'unjudged.parquet'))}"
     lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
-    facts = json.loads(io.read_bytes(io.join(out, "source.json")))
+    facts = json.loads(io.read_bytes(io.join(done.out, "source.json")))
     return {
         **counts,
         "source": stage.params["source"],

@@ -27,9 +27,8 @@ from crisscross.beam.bison import AssembleBison, BisonInputs
 from crisscross.candidates.bison import chosen_candidates
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import CAPTIONS, EmbeddingSet, encoder_slug, set_dir
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "bison"
 DESCRIPTION = "Turn BISON's CHOOSE round into VERIFY-TRIPLE candidates and, once verified, into COCO-BISON triples (JSON + table)."
@@ -56,7 +55,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, BisonSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -75,11 +74,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.chosen | "WriteChosen" >> beam.Map(write_chosen, out)
     outputs.triples | "WriteTriples" >> beam.Map(write_triples, out, stage)
     write_quarantine(outputs.rejected, out, stage.root)
-
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
 
 
 def write_chosen(chosen: tuple[list[Any], dict[str, int]], out: str) -> None:
@@ -119,18 +113,17 @@ def _json(path: str) -> dict[str, Any]:
     return json.loads(io.read_bytes(path))
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    chose = _json(io.join(out, "chosen.json"))
-    quarantine = read_quarantine(out)
-    candidates = io.read_parquet(io.join(out, "candidates.parquet")).num_rows
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    chose = _json(io.join(done.out, "chosen.json"))
+    candidates = io.read_parquet(io.join(done.out, "candidates.parquet")).num_rows
     summary = {
         "chosen": f"{chose['chosen']:,} target–decoy pairs with a chosen caption, {chose['none']:,} answered none (discarded)",
         "candidates": f"{candidates:,} caption–decoy pairs for the VERIFY-TRIPLE round → candidates.parquet",
     }
     facts: dict[str, Any] = {"chosen": chose, "candidates": candidates}
     if stage.flags.verified:
-        verification = _json(io.join(out, "verification.json"))
-        triples = io.read_parquet(io.join(out, "triples.parquet")).to_pylist()
+        verification = _json(io.join(done.out, "verification.json"))
+        triples = io.read_parquet(io.join(done.out, "triples.parquet")).to_pylist()
         images = io.read_parquet(io.join(stage.flags.items, "images.parquet")).num_rows
         with_decoy = io.read_parquet(io.join(stage.flags.decoys, "decoys.parquet")).num_rows
         funnel = yields(images, with_decoy, chose, [r["target"] for r in triples])
@@ -147,8 +140,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             summary[f"baseline {encoder}"] = f"BISON accuracy {accuracy:.1%} choosing by the other reference captions (§5.1) → baselines/"
         if verification["simulated"]:
             summary["simulated"] = "these triples come from SIMULATED raters, not people"
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"candidates.parquet{', bison_annotations.json, triples.parquet, triples.csv' if stage.flags.verified else ''} in {stage.shown(stage.out)}"
     )
-    return {**facts, "rejected": count_reasons(quarantine), "summary": summary}
+    return {**facts, "rejected": done.rejected, "summary": summary}

@@ -23,15 +23,13 @@ import apache_beam as beam
 from crisscross.beam.boxes import AnnotateBoxes, ImportedBoxes, ReleaseBoxes
 from crisscross.core import io
 from crisscross.core.errors import InputError
-from crisscross.core.quarantine import count_reasons
 from crisscross.entities.boxes import TASKS, BoxSettings
 from crisscross.entities.outputs import write_results
 from crisscross.pipelines.stage import (
+    Finished,
     StageArgs,
-    check_strict,
     local_path,
     parse_args,
-    read_quarantine,
     require,
     run_stage,
     write_quarantine,
@@ -53,7 +51,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, BoxSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -81,17 +79,10 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     results | "GatherImages" >> beam.combiners.ToList() | "Write" >> beam.Map(write_results, out)
     write_quarantine((*rejected, annotate_rejects), out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        check_strict(stage, out)
-        return report(out, stage)
 
-    return finish
-
-
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    counts = json.loads(io.read_bytes(io.join(out, "counts.json")))
-    boxes = io.read_parquet(io.join(out, "boxes.parquet"))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    counts = json.loads(io.read_bytes(io.join(done.out, "counts.json")))
+    boxes = io.read_parquet(io.join(done.out, "boxes.parquet"))
     outcomes = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("outcome:")}
     tasks = {t: counts.get(t, 0) for t in TASKS}
     summary = {
@@ -99,7 +90,7 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "boxes": f"{boxes.num_rows:,} after merging ({counts.get('boxes_drawn', 0):,} drawn, {counts.get('merged_boxes', 0):,} merged away, "
         f"{counts.get('merged_chains', 0):,} chains merged)",
         "answers": ", ".join(f"{t} {n:,}" for t, n in tasks.items()),
-        "rejected": stage.rejected_line(len(quarantine)),
+        "rejected": stage.rejected_line(len(done.quarantine)),
         "outputs": f"release/Sentences, release/Annotations, label_studio/, boxes.parquet, chains.parquet in {stage.shown(stage.out)}",
     }
     return {
@@ -107,6 +98,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "outcomes": dict(sorted(outcomes.items())),
         "answers": tasks,
         "merging": {k: counts.get(k, 0) for k in ("boxes_drawn", "merged_boxes", "merged_chains")},
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
         "summary": summary,
     }

@@ -16,9 +16,8 @@ import apache_beam as beam
 
 from crisscross.beam.coref import ResolveCoreference
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.entities.coref import CorefSettings, chain_accuracy, chains_table
-from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
 STAGE = "coref"
 DESCRIPTION = "Link the mentions of each image's captions into coreference chains, asking O(|M|·|C|) links."
@@ -26,7 +25,7 @@ DESCRIPTION = "Link the mentions of each image's captions into coreference chain
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, CorefSettings)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def write_chains(chains: list[Any], out: str) -> None:
@@ -41,18 +40,11 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.counts | "WriteLinks" >> beam.Map(lambda counts: io.write_json(io.join(out, "links.json"), counts))
     write_quarantine(pipeline | "NoRejects" >> beam.Create([]), out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        check_strict(stage, out)
-        return report(out, stage)
 
-    return finish
-
-
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    chains = io.read_parquet(io.join(out, "chains.parquet"))
-    links = json.loads(io.read_bytes(io.join(out, "links.json")))
-    accuracy = json.loads(io.read_bytes(io.join(out, "accuracy.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    chains = io.read_parquet(io.join(done.out, "chains.parquet"))
+    links = json.loads(io.read_bytes(io.join(done.out, "links.json")))
+    accuracy = json.loads(io.read_bytes(io.join(done.out, "accuracy.json")))
     n_chains = len({(r["image_id"], r["chain"]) for r in chains.select(["image_id", "chain"]).to_pylist()})
     n_images = len(set(chains.column("image_id").to_pylist()))
     saved = 1 - links["links_asked"] / links["naive_links"] if links["naive_links"] else 0.0
@@ -61,6 +53,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "links asked": f"{links['links_asked']:,} against {links['naive_links']:,} pairwise ({saved:.0%} fewer)",
         "verification": f"{links['verified']:,} chains verified, {links['split']:,} split by head noun",
         "against the oracle": f"{accuracy['exact']:.1%} of true chains exact, link F1 {accuracy['link_f1']:.3f}",
-        "rejected": stage.rejected_line(len(quarantine)),
+        "rejected": stage.rejected_line(len(done.quarantine)),
     }
-    return {"chains": n_chains, "links": links, "accuracy": accuracy, "rejected": count_reasons(quarantine), "summary": summary}
+    return {"chains": n_chains, "links": links, "accuracy": accuracy, "rejected": done.rejected, "summary": summary}

@@ -19,9 +19,8 @@ from crisscross.beam.common import gather
 from crisscross.beam.decoys import FindDecoys
 from crisscross.candidates.bison import DecoySettings, decoy_candidates, decoys_table
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import COCAPTION_MEAN, set_dir
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "decoys"
 DESCRIPTION = "Find each image's BISON decoy: its nearest other image by the mean word embedding of its captions."
@@ -33,7 +32,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, DecoySettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -45,22 +44,16 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     gather("GatherDecoys", outputs.decoys) | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
-
 
 def write(decoys: list[Any], out: str) -> None:
     io.write_parquet(io.join(out, "decoys.parquet"), decoys_table(decoys))
     io.write_parquet(io.join(out, "candidates.parquet"), decoy_candidates(decoys))
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    decoys = io.read_parquet(io.join(out, "decoys.parquet")).to_pandas()
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    decoys = io.read_parquet(io.join(done.out, "decoys.parquet")).to_pandas()
     images = io.read_parquet(io.join(stage.flags.items, "images.parquet")).num_rows
-    quarantine = read_quarantine(out)
-    reasons = Counter(r.reason for r in quarantine)
+    reasons = Counter(r.reason for r in done.quarantine)
     similarity = decoys["similarity"]
     facts = {
         "images": images,
@@ -75,9 +68,9 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     summary = {
         "decoys": f"{len(decoys):,} of {images:,} images have a decoy under text/{facts['encoder']} co-caption means",
-        "rejected": stage.rejected_line(len(quarantine)),
+        "rejected": stage.rejected_line(len(done.quarantine)),
         "outputs": f"decoys.parquet, candidates.parquet in {stage.shown(stage.out)}",
     }
     if len(decoys):
         summary["similarity"] = f"median cosine {facts['similarity']['median']:.3f} (min {facts['similarity']['min']:.3f})"
-    return {**facts, "rejected": count_reasons(quarantine), "summary": summary}
+    return {**facts, "rejected": done.rejected, "summary": summary}

@@ -18,10 +18,9 @@ import apache_beam as beam
 from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.formats.cxc import CXC_FILES
 from crisscross.formats.schema import SIS, STS
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "derive"
 CXC_PREFIX = "cxc:"
@@ -34,7 +33,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, DeriveSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def rated_source(inputs: str, split: str) -> str | dict[str, str]:
@@ -58,21 +57,15 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.facts | "WriteFacts" >> beam.Map(lambda facts: io.write_json(io.join(out, "facts.json"), facts))
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
-
 
 def write_candidates(candidates: list[C2ICandidate], out: str) -> None:
     io.write_parquet(io.join(out, "candidates.parquet"), candidates_table(candidates))
     io.write_bytes(io.join(out, "sits_candidates.csv"), sits_csv(candidates))
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    candidates = io.read_parquet(io.join(out, "candidates.parquet"))
-    facts = json.loads(io.read_bytes(io.join(out, "facts.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    candidates = io.read_parquet(io.join(done.out, "candidates.parquet"))
+    facts = json.loads(io.read_bytes(io.join(done.out, "facts.json")))
     per_method = Counter(candidates.column("method").to_pylist())
     counts = {method: per_method.get(method, 0) for method in METHODS}
     sources = facts["sources"]
@@ -95,13 +88,13 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         )
     if facts["ignored"]:
         summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.shown(stage.out)}"
     return {
         "candidates": counts,
         "quota": facts["quota"],
         "shortfall": facts["shortfall"],
         "selection": facts,
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
         "summary": summary,
     }

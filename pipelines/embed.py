@@ -13,13 +13,12 @@ from crisscross.beam.embed import COLUMNS, EmbedItems, build_encoder, write_skip
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, scheme_of
-from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.embed.encoders import IMAGE, TEXT
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
-from crisscross.pipelines.stage import StageArgs, counters, parse_args, read_quarantine, run_stage, worker_processes, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, counters, parse_args, run_stage, worker_processes, write_quarantine
 
 DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
 
@@ -38,7 +37,7 @@ class EmbedSettings:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("embed", DESCRIPTION, argv, EmbedSettings)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def _ids(table_path: str, column: str) -> list[str]:
@@ -95,22 +94,19 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(
         write_skipped, io.join(out, "skipped.parquet")
     )
-
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage, encoders, result, len(caption_ids), len(image_ids))
-
-    return finish
+    return encoders, len(caption_ids), len(image_ids)
 
 
-def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: int, n_images: int) -> dict[str, Any]:
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    encoders, n_captions, n_images = done.built
+    out = done.out
     skipped = io.read_parquet(io.join(out, "skipped.parquet")).to_pylist()
     per_encoder: dict[str, Any] = {}
     summary: dict[str, str] = {"items": f"{n_captions} captions, {n_images} images"}
     for (modality, spec), (meta, unusable) in encoders.items():
         kinds = (CAPTIONS, COCAPTION_MEAN) if modality == TEXT else (IMAGES,)
         sets = {kind: EmbeddingSet.read(set_dir(out, modality, spec, kind)).meta["count"] for kind in kinds}
-        counts = counters(result, f"embed/{spec}")
+        counts = counters(done.result, f"embed/{spec}")
         stats = {k.removeprefix("stat/"): v for k, v in counts.items() if k.startswith("stat/")}
         rejected = unusable + sum(v for k, v in counts.items() if k.startswith("rejected/"))
         left_out: dict[str, int] = {}
@@ -132,5 +128,5 @@ def report(out: str, stage: StageArgs, encoders: dict, result: Any, n_captions: 
         if stats.get("tokens"):
             line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
         summary[f"{modality}:{spec}"] = line
-    summary["quarantine"] = f"{len(quarantine)} records → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
-    return {"encoders": per_encoder, "rejected": count_reasons(quarantine), "summary": summary}
+    summary["quarantine"] = f"{len(done.quarantine)} records → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    return {"encoders": per_encoder, "rejected": done.rejected, "summary": summary}

@@ -26,15 +26,14 @@ from crisscross.beam.evaluate import (
 )
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.core.quarantine import Rejected, count_reasons
-from crisscross.core.settings import params_of
+from crisscross.core.quarantine import Rejected
 from crisscross.evaluate.report import markdown, recall_at_k_png
 from crisscross.evaluate.tables import read_bison, read_labels
 from crisscross.pipelines.stage import (
+    Finished,
     StageArgs,
     local_path,
     parse_args,
-    read_quarantine,
     run_stage,
     source_spec,
     write_quarantine,
@@ -42,7 +41,6 @@ from crisscross.pipelines.stage import (
 from crisscross.scoring.models import (
     ALL,
     AUTO,
-    EVERY_ENCODER,
     FOLDS,
     RATING_KINDS,
     TASK_KINDS,
@@ -51,15 +49,9 @@ from crisscross.scoring.models import (
     gallery_rule,
     load_model,
 )
-from crisscross.scoring.protocol import Settings, model_gallery, model_ranking_agreement, positives_agreement, runnable
+from crisscross.scoring.protocol import EvaluateSettings, Settings, model_gallery, model_ranking_agreement, positives_agreement, runnable
 
 DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
-DEFAULTS: dict[str, Any] = {
-    "encoders": EVERY_ENCODER,
-    "models": {},
-    **{k: v for k, v in params_of(Settings).items() if k != "seed"},
-    "verified": "eccv",
-}
 HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 
@@ -89,8 +81,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("evaluate", DESCRIPTION, argv, DEFAULTS, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    stage = parse_args("evaluate", DESCRIPTION, argv, EvaluateSettings, add_flags)
+    return run_stage(stage, build, report)
 
 
 def _shown_note(stage: StageArgs, key: str, value: str) -> str:
@@ -99,12 +91,9 @@ def _shown_note(stage: StageArgs, key: str, value: str) -> str:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    params = stage.params
+    settings: EvaluateSettings = stage.settings
     where = stage.flags.params or "params"
-    settings = Settings.from_params(params, stage.seed, where)
-    if not isinstance(params["models"], Mapping):
-        raise ParamError(f"{where}: evaluate.models must be a mapping of model names to entries such as {{text: use-m3}}")
-    specs = {**embedded_models(stage.inputs, params["encoders"], where), **params["models"]}
+    specs = {**embedded_models(stage.inputs, settings.encoders, where), **settings.models}
     if not specs:
         raise ParamError(f"{where}: nothing to evaluate: evaluate.models is empty and evaluate.encoders finds no vectors in {stage.inputs}")
     items = stage.flags.items
@@ -140,7 +129,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     if stage.flags.bison:
         bison, bad = read_bison(stage.flags.bison, gallery.caption_image, frozenset(gallery.image_ids))
         rejected += bad
-    positives = positives_agreement(truths, params["verified"], gallery) if params["verified"] in truths else []
+    positives = positives_agreement(truths, settings.verified, gallery) if settings.verified in truths else []
     models = {name: spec for name, spec in specs.items() if name not in skipped}
     inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison, stage.root)
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
@@ -151,14 +140,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     }
     gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes, galleries)
     write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out, stage.root)
-
-    def finish(result: Any) -> dict[str, Any]:
-        summary = report(out, stage, gallery, plan)
-        for name, why in skipped.items():
-            summary["summary"][f"{name} skipped"] = why
-        return {**summary, "skipped_models": skipped}
-
-    return finish
+    return gallery, plan, skipped
 
 
 def nest(results: list[tuple[str, str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -190,9 +172,9 @@ def write_outputs(
     io.write_bytes(io.join(out, "recall_at_k.png"), recall_at_k_png(nested))
 
 
-def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) -> dict[str, Any]:
-    document = json.loads(io.read_bytes(io.join(out, "metrics.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    gallery, plan, skipped = done.built
+    document = json.loads(io.read_bytes(io.join(done.out, "metrics.json")))
     summary = {"gallery": f"{len(gallery.image_ids)} images, {len(gallery.caption_ids)} captions"}
     summary |= {f"{model} gallery": plan[model]["gallery"] for model in sorted(plan) if not plan[model]["gallery"].startswith("full")}
     for model, by_truth in document["results"].items():
@@ -207,12 +189,14 @@ def report(out: str, stage: StageArgs, gallery: Any, plan: Mapping[str, Any]) ->
                 if kind in metrics.get("spearman", {}):
                     parts.append(f"{kind} ρ {100 * metrics['spearman'][kind]:.1f}±{100 * metrics['spearman_std'][kind]:.1f}")
             summary[f"{model} / {truth}"] = "; ".join(parts) or "nothing this model can score"
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary |= {f"{name} skipped": why for name, why in skipped.items()}
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.shown(stage.out)}"
     protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
     return {
         "models": plan,
         "protocols": [p for p in (ALL, FOLDS) if p in protocols],
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
+        "skipped_models": skipped,
         "summary": summary,
     }

@@ -22,9 +22,8 @@ from crisscross.beam.filter import FilterCandidates, FilterResult, read_gallery
 from crisscross.candidates.annotators import load_annotators
 from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, queries_table
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.formats.schema import NOT_GOLD
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 DESCRIPTION = "Filter image–caption candidates with machine annotators (ECCV Caption): top-K lists united, VERIFY batches, diversity."
 
@@ -35,7 +34,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("filter", DESCRIPTION, argv, FilterSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -49,11 +48,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.result | "Write" >> beam.Map(write_outputs, out)
     io.write_json(io.join(out, ANNOTATORS_FILE), annotator_specs(settings))
     write_quarantine(outputs.rejected, out, stage.root)
-
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
 
 
 def write_outputs(result: FilterResult, out: str) -> None:
@@ -76,10 +70,9 @@ def write_outputs(result: FilterResult, out: str) -> None:
     )
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    counts = json.loads(io.read_bytes(io.join(out, "counts.json")))
-    diversity = json.loads(io.read_bytes(io.join(out, "diversity.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    counts = json.loads(io.read_bytes(io.join(done.out, "counts.json")))
+    diversity = json.loads(io.read_bytes(io.join(done.out, "diversity.json")))
     settings: FilterSettings = stage.settings
     summary = {
         "queries": f"{counts['image_queries']} images, {counts['caption_queries']} captions ({settings.queries})",
@@ -95,11 +88,11 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
                 f"tau-b {_shown(pair['kendall_tau_b'], 3)}, top-1 rank by other {_shown(pair['mean_rank_by_b_of_a_top1'], 1)} / "
                 f"{_shown(pair['mean_rank_by_a_of_b_top1'], 1)}, top-{settings.top_k} overlap {_shown(pair[f'top{settings.top_k}_overlap'], 2)}"
             )
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"candidates.parquet, verify_candidates.csv, queries.parquet, batches.parquet, gold.parquet, diversity.json in {stage.shown(stage.out)}"
     )
-    return {**counts, "annotators": settings.annotator_names(), "rejected": count_reasons(quarantine), "summary": summary}
+    return {**counts, "annotators": settings.annotator_names(), "rejected": done.rejected, "summary": summary}
 
 
 def _shown(value: float | None, digits: int) -> str:

@@ -13,12 +13,11 @@ import apache_beam as beam
 from crisscross.beam.common import gather
 from crisscross.beam.ingest import IngestItems
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
-from crisscross.pipelines.stage import StageArgs, check_strict, local_path, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
 DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
 
@@ -38,7 +37,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("ingest", DESCRIPTION, argv, IngestSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -57,18 +56,12 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         )
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        check_strict(stage, out)
-        return report(out, stage, images_dir)
 
-    return finish
-
-
-def report(out: str, stage: StageArgs, images_dir: str | None) -> dict[str, Any]:
-    images = io.read_parquet(io.join(out, "images.parquet"))
-    captions = io.read_parquet(io.join(out, "captions.parquet"))
-    quarantine = read_quarantine(out)
-    rejected = count_reasons(quarantine)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    images = io.read_parquet(io.join(done.out, "images.parquet"))
+    captions = io.read_parquet(io.join(done.out, "captions.parquet"))
+    images_dir = stage.flags.images or None
+    quarantine, rejected = done.quarantine, done.rejected
     pixels = dict(sorted(Counter(images.column("pixels").to_pylist()).items()))
     without_pixels = [row["image_id"] for row in images.select(["image_id", "pixels"]).to_pylist() if row["pixels"] != "ok"]
     warnings = []

@@ -16,9 +16,8 @@ import apache_beam as beam
 
 from crisscross.beam.localize import PROPOSALS, LocalizePhrases
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.entities.localize import LocalizeSettings
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "localize"
 DESCRIPTION = "Evaluate phrase localization (R@1, R@K at IoU 0.5, AP per phrase type) from scored box proposals."
@@ -32,7 +31,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, LocalizeSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -48,11 +47,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     metrics | "Write" >> beam.Map(write_metrics, out, settings.k)
     write_quarantine((rejected, unknown), out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
-
 
 def write_metrics(metrics: dict[str, dict[str, float]], out: str, k: int) -> None:
     io.write_json(io.join(out, "metrics.json"), metrics)
@@ -64,15 +58,14 @@ def write_metrics(metrics: dict[str, dict[str, float]], out: str, k: int) -> Non
     io.write_bytes(io.join(out, "metrics.csv"), io.csv_bytes(header, rows))
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    metrics = json.loads(io.read_bytes(io.join(out, "metrics.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    metrics = json.loads(io.read_bytes(io.join(done.out, "metrics.json")))
     k = stage.settings.k
     overall = metrics.get("overall", {"instances": 0, "r_at_1": 0.0, f"r_at_{k}": 0.0, "mean_ap": 0.0})
     summary = {
         "phrases": f"{overall['instances']:,} with boxes ({stage.settings.proposals} proposals)",
         "overall": f"R@1 {overall['r_at_1']:.1f}, R@{k} {overall[f'r_at_{k}']:.1f}, mean AP {overall['mean_ap']:.1f}",
         "AP by type": ", ".join(f"{kind} {m['ap']:.1f}" for kind, m in metrics.items() if kind != "overall"),
-        "rejected": stage.rejected_line(len(quarantine)),
+        "rejected": stage.rejected_line(len(done.quarantine)),
     }
-    return {"metrics": metrics, "rejected": count_reasons(quarantine), "summary": summary}
+    return {"metrics": metrics, "rejected": done.rejected, "summary": summary}

@@ -18,9 +18,8 @@ from apache_beam.io.filesystems import FileSystems
 from crisscross.beam.mentions import ExtractMentions
 from crisscross.core import io
 from crisscross.core.errors import InputError
-from crisscross.core.quarantine import count_reasons
 from crisscross.entities.mentions import MentionSettings, captions_table, mentions_table
-from crisscross.pipelines.stage import StageArgs, check_strict, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
 STAGE = "mentions"
 ENTITIES_PREFIX = "entities:"
@@ -29,7 +28,7 @@ DESCRIPTION = "Find the noun-phrase mentions of each caption (rule chunker) or r
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, MentionSettings)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def source(inputs: str) -> ExtractMentions:
@@ -58,25 +57,18 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.skipped | "WriteSkipped" >> beam.Map(lambda counts: io.write_json(io.join(out, "skipped.json"), counts))
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        check_strict(stage, out)
-        return report(out, stage)
 
-    return finish
-
-
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    mentions = io.read_parquet(io.join(out, "mentions.parquet"))
-    captions = io.read_parquet(io.join(out, "captions.parquet"))
-    skipped = json.loads(io.read_bytes(io.join(out, "skipped.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    mentions = io.read_parquet(io.join(done.out, "mentions.parquet"))
+    captions = io.read_parquet(io.join(done.out, "captions.parquet"))
+    skipped = json.loads(io.read_bytes(io.join(done.out, "skipped.json")))
     kinds = Counter(t.split("/")[0] for t in mentions.column("types").to_pylist())
     n_captions = max(captions.num_rows, 1)
     summary = {
         "mentions": f"{mentions.num_rows:,} in {captions.num_rows:,} captions ({mentions.num_rows / n_captions:.2f} per caption)",
         "types": ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items())),
         "left out": ", ".join(f"{n:,} {why}" for why, n in sorted(skipped.items())) or "nothing",
-        "rejected": stage.rejected_line(len(quarantine)),
+        "rejected": stage.rejected_line(len(done.quarantine)),
     }
     return {
         "mentions": mentions.num_rows,
@@ -84,6 +76,6 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
         "images": len(set(captions.column("image_id").to_pylist())),
         "types": dict(sorted(kinds.items())),
         "skipped": skipped,
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
         "summary": summary,
     }

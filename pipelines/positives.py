@@ -27,8 +27,7 @@ from crisscross.aggregate.positives import (
 from crisscross.beam.positives import BuildPositives, PositivesInputs, found_by
 from crisscross.candidates.machine import ANNOTATORS_FILE, read_queries
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, source_spec, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, source_spec, write_quarantine
 
 STAGE = "positives"
 DESCRIPTION = "Merge verified positives with the original (and other truths') pairs into an ECCV-shaped ground truth; audit annotator bias."
@@ -53,7 +52,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, PositivesSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -80,11 +79,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.audit | "WriteAudit" >> beam.Map(lambda audit: io.write_json(io.join(out, "bias_audit.json"), audit))
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
-
 
 def write_truth(merged: Merged, out: str, filter_dir: str) -> None:
     queries = read_queries(io.read_parquet(io.join(filter_dir, "queries.parquet")))
@@ -108,10 +102,9 @@ def write_truth(merged: Merged, out: str, filter_dir: str) -> None:
     )
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    counts = json.loads(io.read_bytes(io.join(out, "counts.json")))
-    audit = json.loads(io.read_bytes(io.join(out, "bias_audit.json")))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    counts = json.loads(io.read_bytes(io.join(done.out, "counts.json")))
+    audit = json.loads(io.read_bytes(io.join(done.out, "bias_audit.json")))
     summary = {
         "verified": f"{counts['verified_positive']:,} positive of {counts['verified_rows']:,} VERIFY pairs",
         "truth": f"{counts['positives']:,} positive pairs ("
@@ -133,13 +126,13 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
             f"{entry['positives_found_alone']:,} sole finds removed; τ-b of {len(audit['models'])} models' rankings, full vs reduced: {shown or 'n/a'}"
         )
     summary["audit models"] = ", ".join(audit["models"]) or "none"
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"eccv_image_to_caption.json, eccv_caption_to_image.json, positives.parquet, bias_audit.json in {stage.shown(stage.out)}"
     )
     return {
         "counts": counts,
         "audit": {k: v for k, v in audit.items() if k != "scores"},
-        "rejected": count_reasons(quarantine),
+        "rejected": done.rejected,
         "summary": summary,
     }

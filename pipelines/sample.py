@@ -12,9 +12,8 @@ import apache_beam as beam
 from crisscross.beam.sample import SampleCandidates
 from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, Candidate, SampleSettings, candidate_csvs, candidates_table
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
 DESCRIPTION = (
     "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
@@ -27,7 +26,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("sample", DESCRIPTION, argv, SampleSettings, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def neighbour_tables(similarity_dir: str, modality: str, encoders: list[str], kind: str) -> dict[str, str]:
@@ -54,11 +53,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
     write_quarantine(outputs.rejected, out, stage.root)
-
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage, i2i, c2c)
-
-    return finish
+    return i2i, c2c
 
 
 def write_candidates(candidates: list[Candidate], out: str) -> None:
@@ -67,9 +62,9 @@ def write_candidates(candidates: list[Candidate], out: str) -> None:
         io.write_bytes(io.join(out, name), data)
 
 
-def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str]) -> dict[str, Any]:
-    candidates = io.read_parquet(io.join(out, "candidates.parquet"))
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    i2i, c2c = done.built
+    candidates = io.read_parquet(io.join(done.out, "candidates.parquet"))
     per_method = Counter(candidates.column("method").to_pylist())
     counts = {method: per_method.get(method, 0) for method in METHODS}
     images = io.read_parquet(io.join(stage.flags.items, "images.parquet"))
@@ -97,6 +92,6 @@ def report(out: str, stage: StageArgs, i2i: dict[str, str], c2c: dict[str, str])
             )
             line += f"; {facts['left_out']} left out ({why})"
         summary[space] = line
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.shown(stage.out)}"
-    return {"candidates": counts, "coverage": coverage, "rejected": count_reasons(quarantine), "summary": summary}
+    return {"candidates": counts, "coverage": coverage, "rejected": done.rejected, "summary": summary}

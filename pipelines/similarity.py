@@ -13,10 +13,9 @@ import apache_beam as beam
 from crisscross.beam.similarity import BACKENDS, WriteNeighbours
 from crisscross.core import io
 from crisscross.core.errors import InputError
-from crisscross.core.quarantine import count_reasons
 from crisscross.core.settings import setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
-from crisscross.pipelines.stage import StageArgs, parse_args, read_quarantine, run_stage, worker_processes, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, parse_args, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, prepare
 
 DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
@@ -35,7 +34,7 @@ SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V row
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args("similarity", DESCRIPTION, argv, SimilaritySettings)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def spaces(embeddings_dir: str) -> list[str]:
@@ -64,15 +63,12 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             backend, set_path, prepared.ids, k, processes, io.join(out, space, "neighbours.parquet")
         )
     write_quarantine(tuple(rejected), out, stage.root)
-
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage, backend, plan, k)
-
-    return finish
+    return backend, plan, k
 
 
-def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, Any]], k: int) -> dict[str, Any]:
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    backend, plan, k = done.built
+    out, quarantine = done.out, done.quarantine
     summary: dict[str, str] = {}
     per_space: dict[str, Any] = {}
     for space, facts in plan.items():
@@ -97,4 +93,4 @@ def report(out: str, stage: StageArgs, backend: Any, plan: dict[str, dict[str, A
             line += "; fewer than two rows, so an empty neighbour table (images without pixels leave S^V empty)"
         summary[space] = line
     summary["quarantine"] = f"{len(quarantine)} rows excluded → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
-    return {"spaces": per_space, "excluded": count_reasons(quarantine), "summary": summary}
+    return {"spaces": per_space, "excluded": done.rejected, "summary": summary}

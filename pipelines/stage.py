@@ -15,7 +15,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import apache_beam as beam
@@ -134,7 +134,8 @@ def load_params(
     where = path or "params"
     base = settings_from_params(BaseSettings, base, "base", where)
     if isinstance(defaults, type):
-        settings = settings_from_params(defaults, given, section, where)
+        fixed = {"seed": base.seed} if "seed" in {f.name for f in fields(defaults)} else {}  # one home of the seed: base
+        settings = settings_from_params(defaults, given, section, where, **fixed)
         return params_of(settings), {"seed": base.seed}, settings
     if not isinstance(given, Mapping):
         raise ParamError(f"{where}: {section} must be a mapping of keys to values")
@@ -184,33 +185,53 @@ def is_dry_run(beam_args: list[str]) -> bool:
     return bool(PipelineOptions(beam_args).view_as(TestOptions).dry_run)
 
 
-Build = Callable[[beam.Pipeline, str], Callable[[Any], dict[str, Any]]]
+@dataclass(frozen=True)
+class Finished:
+    """What a stage's report reads once the job has run: the staged output folder, the runner's
+    result (for counters), the quarantine, and what the stage's build handed on (``built``)."""
+
+    out: str
+    result: Any
+    quarantine: list[Rejected]
+    built: Any = None
+
+    @property
+    def rejected(self) -> dict[str, dict[str, int]]:
+        """The quarantine counted by reason: every report's ``rejected``."""
+        return count_reasons(self.quarantine)
 
 
-def run_stage(stage: StageArgs, build: Build) -> dict[str, Any]:
+Build = Callable[[beam.Pipeline, str, StageArgs], Any]
+Report = Callable[[Finished, StageArgs], dict[str, Any]]
+
+
+def run_stage(stage: StageArgs, build: Build, report: Report) -> dict[str, Any]:
     """Build the pipeline into a staging directory, run it, and publish it only on success.
 
-    ``build(pipeline, out_dir)`` adds the stage's transforms and returns ``finish(result)``,
-    which writes the report (it may raise, e.g. under ``--strict``) and returns it.
+    ``build(pipeline, out_dir, stage)`` adds the stage's transforms and returns what the report
+    needs beyond the outputs (or None); under ``--strict`` a quarantined record then fails the
+    stage; ``report(finished, stage)`` reads the outputs and returns ``report.json``.
     """
     configure_logging()
     numerics.check(stage.name)  # the launcher is a worker too under the in-process runner
     started = time.perf_counter()
     if is_dry_run(stage.beam_args):
         pipeline = make_pipeline(stage.beam_args)
-        build(pipeline, stage.out)
+        build(pipeline, stage.out, stage)
         pipeline.run()
         print(f"{stage.name}: dry run — the job was translated, nothing ran and nothing was written")
         return {}
     with io.staged_directory(stage.out) as staging:
         pipeline = make_pipeline(stage.beam_args)
-        finish = build(pipeline, staging)
+        built = build(pipeline, staging, stage)
         result = pipeline.run()
         result.wait_until_finish()
-        report = finish(result)
-        io.write_json(io.join(staging, "report.json"), report)
-    print_summary(stage, report, time.perf_counter() - started)
-    return report
+        finished = Finished(staging, result, read_quarantine(staging), built)
+        check_strict(stage, finished.rejected)
+        summary = report(finished, stage)
+        io.write_json(io.join(staging, "report.json"), summary)
+    print_summary(stage, summary, time.perf_counter() - started)
+    return summary
 
 
 def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -> None:
@@ -263,14 +284,12 @@ def require(path: str, producer: str, hint: str = "") -> str:
     return path
 
 
-def check_strict(stage: StageArgs, out: str) -> None:
+def check_strict(stage: StageArgs, rejected: Mapping[str, Mapping[str, int]]) -> None:
     """Under ``--strict`` (or the section's ``strict: true``) any quarantined record fails the stage;
     the failed output keeps its quarantine for inspection."""
     strict = stage.flags.strict if getattr(stage.flags, "strict", None) is not None else stage.params.get("strict", False)
-    if strict:
-        counts = count_reasons(read_quarantine(out))
-        if counts:
-            raise RejectionError(stage.name, counts, stage.shown(str(io.failed_path(stage.out) / QUARANTINE)))
+    if strict and rejected:
+        raise RejectionError(stage.name, dict(rejected), stage.shown(str(io.failed_path(stage.out) / QUARANTINE)))
 
 
 def worker_processes(beam_args: list[str]) -> int:

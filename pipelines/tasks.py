@@ -20,9 +20,8 @@ from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
 from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
-from crisscross.core.quarantine import count_reasons
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
-from crisscross.pipelines.stage import StageArgs, local_path, parse_args, read_quarantine, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "tasks"
 BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
@@ -43,7 +42,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, TaskParams, add_flags)
-    return run_stage(stage, lambda pipeline, out: build(pipeline, out, stage))
+    return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -60,11 +59,6 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings, seed)
     write_quarantine(outputs.rejected, out, stage.root)
 
-    def finish(result: Any) -> dict[str, Any]:
-        return report(out, stage)
-
-    return finish
-
 
 def write_tasks(tasks: pa.Table, out: str, items: str, settings: TaskParams, seed: int) -> None:
     """The export folders hold only what raters may see; the gold answer key goes beside them.
@@ -79,9 +73,8 @@ def write_tasks(tasks: pa.Table, out: str, items: str, settings: TaskParams, see
             io.write_bytes(io.join(out, "export", spec, relative), data)
 
 
-def report(out: str, stage: StageArgs) -> dict[str, Any]:
-    tasks = io.read_parquet(io.join(out, "tasks.parquet")).to_pylist()
-    quarantine = read_quarantine(out)
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    tasks = io.read_parquet(io.join(done.out, "tasks.parquet")).to_pylist()
     per_type: dict[str, dict[str, int]] = {}
     for kind in sorted({t["task_type"] for t in tasks}):
         rows = [t for t in tasks if t["task_type"] == kind]
@@ -99,8 +92,8 @@ def report(out: str, stage: StageArgs) -> dict[str, Any]:
     }
     needed = len(tasks) * replicas
     summary["judgments needed"] = f"{needed:,} ({len(tasks):,} task rows × {replicas} raters)"
-    summary["rejected"] = stage.rejected_line(len(quarantine))
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )
-    return {"task_types": per_type, "judgments_needed": needed, "rejected": count_reasons(quarantine), "summary": summary}
+    return {"task_types": per_type, "judgments_needed": needed, "rejected": done.rejected, "summary": summary}

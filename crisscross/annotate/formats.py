@@ -20,7 +20,6 @@ id) is not un-guarded, and validation sees exactly what the platform wrote.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import re
@@ -31,6 +30,7 @@ from typing import Any
 
 from crisscross.annotate.exports import ANSWER_CONTROL, SCORE_CONTROL
 from crisscross.annotate.store import open_store, redact
+from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import UserError
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
@@ -111,35 +111,21 @@ def _csv_table(name: str, data: bytes) -> tuple[list[str] | None, Iterator[tuple
     record after it.  A record the csv module cannot parse (a cell over its field limit, a stray
     carriage return) or whose cell count differs from the header's is a ``malformed-record``;
     a header that cannot be parsed makes the file unusable."""
-    fed: list[str] = []  # physical lines the parser took for the record being read
-
-    def lines() -> Iterator[str]:
-        for line in io.StringIO(_text(name, data), newline=""):
-            fed.append(line)
-            yield line
-
-    reader = csv.reader(lines())
-    try:
-        header = next(reader, None)
-    except csv.Error as error:
-        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({_first_line(error)})") from error
+    records = csv_records(enumerate(io.StringIO(_text(name, data), newline=""), start=1))
+    first = next(records, None)
+    if first is not None and first.error is not None:
+        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({_first_line(first.error)})") from first.error
+    header = first.cells if first is not None else None
 
     def rows(header: list[str]) -> Iterator[tuple[int, dict[str, str] | Rejected]]:
-        while True:
-            line = reader.line_num + 1
-            fed.clear()
-            try:
-                cells = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as error:
-                yield line, _malformed(name, line, f"not readable CSV: {_first_line(error)}", {"text": "".join(fed)})
-                continue
-            if cells and len(cells) != len(header):
-                detail = f"{len(cells)} cells but the header has {len(header)}"
-                yield line, _malformed(name, line, detail, {"cells": cells})
-            elif cells:
-                yield line, dict(zip(header, cells, strict=True))
+        for record in records:
+            if record.cells is None:
+                yield record.line, _malformed(name, record.line, f"not readable CSV: {_first_line(record.error)}", {"text": record.text})
+            elif record.cells and len(record.cells) != len(header):
+                detail = f"{len(record.cells)} cells but the header has {len(header)}"
+                yield record.line, _malformed(name, record.line, detail, {"cells": record.cells})
+            elif record.cells:
+                yield record.line, dict(zip(header, record.cells, strict=True))
 
     return header, rows(header or [])
 

@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from crisscross.annotate.catalog import Catalog, load_catalog
+from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.annotate.providers import Provided, TableLike, judgments_table, tasks_frame, unjudged_table
-from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
@@ -51,7 +52,6 @@ from crisscross.formats.schema import (
     VERIFY_ANSWERS,
     VERIFY_TRIPLE,
 )
-from crisscross.ingest.records import caption_images, captions_by_image
 
 # Cosine anchors (score 0, score 5) per task type, for use-m3: STS roughly follows CxC Table 1
 # (USE 0.11 ≈ STS 0.2, 0.99 ≈ 5); SIS compares co-caption means, whose cosines sit higher.  On the demo, use-m3
@@ -223,12 +223,9 @@ class _UnitRows:
 
 
 class Reference:
-    """The reference text encoder's vectors: captions, and images as their co-caption means;
-    ``image_of`` (caption → image, for BISON's tasks) when the captions table was given."""
+    """The reference text encoder's vectors: captions, and images as their co-caption means."""
 
-    def __init__(
-        self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference", image_of: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, captions: EmbeddingSet, images: EmbeddingSet, name: str = "reference") -> None:
         if captions.dim != images.dim:
             raise ValueError(f"{name}: caption vectors are {captions.dim}-d but image vectors {images.dim}-d")
         self.name = name
@@ -236,22 +233,15 @@ class Reference:
             CAPTION_KIND: _UnitRows(captions, f"{name}/{CAPTIONS}"),
             IMAGE_KIND: _UnitRows(images, f"{name}/{COCAPTION_MEAN}"),
         }
-        self.image_of = dict(image_of) if image_of is not None else None
-        self.captions_of = captions_by_image(self.image_of or {})
 
     @classmethod
-    def read(cls, embeddings: str | Path, encoder: str, items: str | Path | None = None) -> Reference:
-        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``;
-        with ``items`` (an ingest output) the captions of every image too."""
+    def read(cls, embeddings: str | Path, encoder: str) -> Reference:
+        """From an embed output: ``text/<encoder>/captions`` and ``text/<encoder>/cocaption_mean``."""
         root = str(embeddings)
-        image_of = None
-        if items is not None:
-            image_of = caption_images(io.read_parquet(io.join(str(items), "captions.parquet")))
         return cls(
             EmbeddingSet.read(set_dir(root, "text", encoder, CAPTIONS)),
             EmbeddingSet.read(set_dir(root, "text", encoder, COCAPTION_MEAN)),
             name=f"text/{encoder}",
-            image_of=image_of,
         )
 
     def pair_cosines(self, kinds: tuple[str, str], a: list[str], b: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -281,6 +271,64 @@ class Reference:
         (a, why_a), (b, why_b) = sides
         details = ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
         return np.einsum("ij,ij->i", a, b), details
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a BISON rater weighs: captions, each scored against the target image and the decoy."""
+
+    captions: tuple[str, ...]
+    target: str
+    decoy: str
+
+
+@dataclass(frozen=True)
+class _ItemDraws:
+    """One item's draws per rater: a careless pick, the rater's bias and constant, a normal and a uniform."""
+
+    pick: np.ndarray
+    bias: np.ndarray
+    constant: np.ndarray
+    normal: np.ndarray
+    unit: np.ndarray
+
+
+Answers = tuple[np.ndarray, np.ndarray, np.ndarray]  # attentive, careless, straight-lining
+
+
+class ChooseRater:
+    """CHOOSE: the best caption by noisy margin among those the page shows, or ``none`` below ``choose_cut``."""
+
+    def seen(self, item_id: str, id_a: str, id_b: str, catalog: Catalog, seed: int) -> Seen:
+        options = PRESENTATIONS[CHOOSE].options(item_id, id_a, id_b, catalog, seed)
+        return Seen(tuple(option.answer for option in options), id_a, id_b)
+
+    def answers(self, seen: Seen, perceived: np.ndarray, to_target: np.ndarray, draws: _ItemDraws, p: SimulateParams) -> Answers:
+        options = np.asarray(seen.captions, dtype=object)
+        attentive = np.where(perceived.max(axis=1) >= p.choose_cut, options[perceived.argmax(axis=1)], CHOOSE_NONE)
+        sloppy = np.asarray([*seen.captions, CHOOSE_NONE], dtype=object)[draws.pick]
+        lined = np.where(draws.constant >= p.choose_cut, seen.captions[0], CHOOSE_NONE)
+        return attentive, sloppy, lined
+
+
+class TripleRater:
+    """VERIFY-TRIPLE: does the caption fit its image (``triple_cut``), and tell it from the decoy (``choose_cut``)."""
+
+    def seen(self, item_id: str, id_a: str, id_b: str, catalog: Catalog, seed: int) -> Seen:
+        caption, decoy, target = PRESENTATIONS[VERIFY_TRIPLE].shown(id_a, id_b, catalog)
+        return Seen((caption,), target, decoy)
+
+    def answers(self, seen: Seen, perceived: np.ndarray, to_target: np.ndarray, draws: _ItemDraws, p: SimulateParams) -> Answers:
+        fits_low, fits_high = p.anchors[VERIFY_TRIPLE]
+        fit = cosine_to_score(to_target[0], fits_low, fits_high) + draws.bias + p.noise_sd * draws.normal
+        apart = perceived[:, 0] >= p.choose_cut
+        attentive = np.where(fit >= p.triple_cut, np.where(apart, TRIPLE_TARGET, "both"), np.where(apart, "neither", TRIPLE_DECOY))
+        sloppy = np.asarray(TRIPLE_ANSWERS, dtype=object)[(draws.unit * len(TRIPLE_ANSWERS)).astype(np.int64)]
+        lined = np.where(draws.constant >= p.triple_cut, TRIPLE_TARGET, "neither")
+        return attentive, sloppy, lined
+
+
+BISON_RATERS: dict[str, ChooseRater | TripleRater] = {CHOOSE: ChooseRater(), VERIFY_TRIPLE: TripleRater()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,10 +372,11 @@ class Simulate:
     (there is no submission clock).
     """
 
-    def __init__(self, reference: Reference, seed: int, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, reference: Reference, seed: int, params: Mapping[str, Any] | None = None, catalog: Catalog | None = None) -> None:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"simulate seed must be a non-negative integer, got {seed!r}")
         self.reference = reference
+        self.catalog = catalog  # what BISON's raters are shown (the captions of each image)
         self.seed = seed
         self.params = SimulateParams.from_mapping(params)
         self.panel = Panel.draw(self.params, seed)
@@ -379,9 +428,9 @@ class Simulate:
         return np.round(mean_seconds * np.exp(p.seconds_sigma * normal - p.seconds_sigma**2 / 2), SECONDS_DECIMALS)
 
     def _judge_bison(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
-        """CHOOSE and VERIFY-TRIPLE judgments (see :class:`SimulateParams`), the rows that lack a
-        vector (or captions) and why."""
-        if self.reference.image_of is None:
+        """CHOOSE and VERIFY-TRIPLE judgments (see :class:`SimulateParams`; each type's rule in
+        :data:`BISON_RATERS`), the rows that lack a vector (or captions) and why."""
+        if self.catalog is None:
             raise InputError("simulate: CHOOSE and VERIFY-TRIPLE tasks need the captions table: give annotate --items (the ingest output)")
         p, panel = self.params, self.panel
         raters, normal, unit = self._raters(rows)
@@ -391,34 +440,28 @@ class Simulate:
         why = []
         low, high = p.anchors[CHOOSE]
         for i, row in enumerate(rows.itertuples(index=False)):
-            if row.task_type == CHOOSE:
-                target, decoy, options = row.id_a, row.id_b, self.reference.captions_of.get(row.id_a, [])
-            else:
-                target, decoy, options = self.reference.image_of.get(row.id_a, ""), row.id_b, [row.id_a]
-            n = len(options)
-            to_target, problem_t = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [target] * n)
-            to_decoy, problem_d = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), options, [decoy] * n)
+            rater = BISON_RATERS[row.task_type]
+            seen = rater.seen(row.item_id, row.id_a, row.id_b, self.catalog, self.seed)
+            n = len(seen.captions)
+            to_target, problem_t = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), list(seen.captions), [seen.target] * n)
+            to_decoy, problem_d = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), list(seen.captions), [seen.decoy] * n)
             if n == 0 or np.isnan(to_target).any() or np.isnan(to_decoy).any():
                 lacking[i] = True
-                why.append("; ".join(filter(None, [*problem_t, *problem_d])) or f"{target} has no caption in the captions table")
+                why.append("; ".join(filter(None, [*problem_t, *problem_d])) or f"{seen.target} has no caption in the captions table")
                 continue
-            margin = cosine_to_score(to_target - to_decoy, low, high)  # (options,)
             rng = generator(self.seed, "bison", row.batch_id, row.item_id)
             noise = p.noise_sd * rng.standard_normal((raters.shape[1], n))
-            perceived = margin[None, :] + panel.bias[raters[i]][:, None] + noise  # raters × options
-            pick = rng.integers(n + 1, size=raters.shape[1])  # careless CHOOSE: any caption or none
-            if row.task_type == CHOOSE:
-                best = perceived.argmax(axis=1)
-                attentive = np.where(perceived.max(axis=1) >= p.choose_cut, np.asarray(options, dtype=object)[best], CHOOSE_NONE)
-                sloppy = np.asarray([*options, CHOOSE_NONE], dtype=object)[pick]
-                lined = np.where(panel.constant[raters[i]] >= p.choose_cut, options[0], CHOOSE_NONE)
-            else:
-                fits_low, fits_high = p.anchors[VERIFY_TRIPLE]
-                fit = cosine_to_score(to_target[0], fits_low, fits_high) + panel.bias[raters[i]] + p.noise_sd * normal[0, i]
-                apart = perceived[:, 0] >= p.choose_cut
-                attentive = np.where(fit >= p.triple_cut, np.where(apart, TRIPLE_TARGET, "both"), np.where(apart, "neither", TRIPLE_DECOY))
-                sloppy = np.asarray(TRIPLE_ANSWERS, dtype=object)[(unit[i] * len(TRIPLE_ANSWERS)).astype(np.int64)]
-                lined = np.where(panel.constant[raters[i]] >= p.triple_cut, TRIPLE_TARGET, "neither")
+            perceived = (
+                cosine_to_score(to_target - to_decoy, low, high)[None, :] + panel.bias[raters[i]][:, None] + noise
+            )  # raters × captions
+            draws = _ItemDraws(
+                pick=rng.integers(n + 1, size=raters.shape[1]),
+                bias=panel.bias[raters[i]],
+                constant=panel.constant[raters[i]],
+                normal=normal[0, i],
+                unit=unit[i],
+            )
+            attentive, sloppy, lined = rater.answers(seen, perceived, to_target, draws, p)
             answers[i] = np.where(careless[i], np.where(straight[i], lined, sloppy), attentive)
         kept = ~lacking
         r = raters.shape[1]
@@ -471,4 +514,4 @@ def simulate_from_embeddings(
 ) -> Simulate:
     """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference
     (and the captions table of ``items``, an ingest output, for BISON's task types)."""
-    return Simulate(Reference.read(embeddings, encoder, items), seed, params)
+    return Simulate(Reference.read(embeddings, encoder), seed, params, load_catalog(str(items)) if items is not None else None)

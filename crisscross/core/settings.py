@@ -63,7 +63,16 @@ def _check(key: str, value: Any, hint: Any, rules: Mapping[str, Any]) -> Any:
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
-        hint = next(a for a in args if a is not type(None))
+        arms = [a for a in args if a is not type(None)]
+        if len(arms) > 1:  # e.g. ``str | tuple[str, ...]``: the first arm the value passes
+            refusals = []
+            for arm in arms:
+                try:
+                    return _check(key, value, arm, rules)
+                except ParamError as error:
+                    refusals.append(str(error).removeprefix(f"{key} "))
+            raise ParamError(f"{key} {'; or '.join(refusals)}")
+        hint = arms[0]
         origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is tuple:
         if not isinstance(value, (list, tuple)):

@@ -9,7 +9,6 @@ ids, in file orientation (the first id is the rated pair's query).
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from crisscross.core import io
+from crisscross.core.csv_records import csv_records
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
@@ -61,9 +61,10 @@ def check_split(split: str) -> str:
 def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejected]]:
     """One release CSV → its usable rows (``ROW_COLUMNS``, file order) and every other row.
 
-    Rows with missing or extra fields or no sampling method (``malformed-row``), ids that are not
-    COCO ids of the column's kind (``bad-id``), scores that are not finite numbers
-    (``bad-score``) or lie outside 0–5 (``score-out-of-range``) are rejected.
+    Records the csv module cannot read, rows with missing or extra fields or no sampling method
+    (``malformed-row``), ids that are not COCO ids of the column's kind (``bad-id``), scores that
+    are not finite numbers (``bad-score``) or lie outside 0–5 (``score-out-of-range``) are
+    rejected.
     """
     path = Path(path)
     spec = CXC_FILES[task]
@@ -71,13 +72,20 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
     rows: list[tuple[str, str, float, str, str]] = []
     rejected: list[Rejected] = []
     with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, restkey="_extra")
-        absent = [c for c in needed if c not in (reader.fieldnames or [])]
+        records = csv_records(enumerate(handle, start=1))
+        first = next(records, None)
+        if first is not None and first.error is not None:
+            raise ValueError(f"{path}: the header line is not readable CSV ({first.error})")
+        header = first.cells if first is not None else None
+        absent = [c for c in needed if c not in (header or [])]
         if absent:
-            raise ValueError(f"{path}: header lacks columns {absent}; it has {reader.fieldnames}")
-        for row in reader:
-            where = f"{path.name}:{reader.line_num}"
-            problem = _row_problem(row, needed)
+            raise ValueError(f"{path}: header lacks columns {absent}; it has {header}")
+        for record in records:
+            if record.cells == []:
+                continue  # a blank line holds no row
+            where = f"{path.name}:{record.line}"
+            row = _by_header(header, record.cells) if record.cells is not None else {"text": record.text}
+            problem = f"not readable CSV: {record.error}" if record.error is not None else _row_problem(row, needed)
             if problem:
                 rejected.append(reject("row", "", "malformed-row", problem, where, row))
                 continue
@@ -99,6 +107,16 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
                 continue
             rows.append((a, b, score, row[METHOD].strip(), where))
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS)), rejected
+
+
+def _by_header(header: list[str], cells: list[str]) -> dict[str, Any]:
+    """A row by column name, as ``csv.DictReader`` gives it: cells past the header under
+    ``_extra``, columns past the cells None."""
+    row: dict[str, Any] = dict(zip(header, cells, strict=False))
+    if len(cells) > len(header):
+        row["_extra"] = cells[len(header) :]
+    row.update({column: None for column in header[len(cells) :]})
+    return row
 
 
 def _row_problem(row: Mapping[str, Any], needed: list[str]) -> str:

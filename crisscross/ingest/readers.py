@@ -36,7 +36,6 @@ JSONL, any table) plus the row parsing they share; a new format adds a class her
 from __future__ import annotations
 
 import codecs
-import csv
 import io
 import json
 from abc import ABC, abstractmethod
@@ -50,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import UserError
 from crisscross.core.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdScheme, scheme_for
 from crisscross.core.quarantine import Rejected, reject
@@ -195,50 +195,38 @@ def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
 def _csv_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
     """Rows of a CSV file whose first line is a header holding the ``needed`` columns."""
     name = _file_name(path)
-    fed: list[tuple[int, str]] = []  # lines given to the parser and not yet used by a row
     pending: list[Rejected] = []  # bad-encoding rejects, yielded in file order
 
-    def good_lines() -> Iterator[str]:
+    def good_lines() -> Iterator[tuple[int, str]]:
         for line in _decoded_lines(path):
             if isinstance(line, Rejected):
                 pending.append(line)
             else:
-                fed.append(line)
-                yield line[1] + "\n"
+                yield line[0], line[1] + "\n"
 
-    parser = csv.reader(good_lines())
-    try:
-        header = next(parser, None)
-    except csv.Error as e:
-        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({_first_line(e)})") from e
-    if header is None or pending or fed[0][0] != 1:
+    records = csv_records(good_lines())
+    header = next(records, None)
+    if header is not None and header.error is not None:
+        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({_first_line(header.error)})") from header.error
+    if header is None or header.cells is None or pending or header.line != 1:
         raise SourceFileError(f"{path}: the first line must be a readable CSV header")
-    missing = sorted(set(needed) - set(header))
+    columns = header.cells
+    missing = sorted(set(needed) - set(columns))
     if missing:
-        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in header {header}")
-    used = parser.line_num
-    del fed[:used]
-    while True:
-        try:
-            cells: list[str] | None = next(parser)
-            problem = ""
-        except StopIteration:
-            break
-        except csv.Error as e:
-            cells, problem = None, f"invalid CSV: {e}"
-        lines, fed[: parser.line_num - used] = fed[: parser.line_num - used], []
-        used = parser.line_num
+        raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in header {columns}")
+    for record in records:
         yield from pending
         pending.clear()
-        if cells == []:
+        if record.cells == []:
             continue  # a blank line holds no record
-        source = f"{name}:{lines[0][0]}"
-        if cells is not None and len(cells) != len(header):
-            problem = f"{len(cells)} cells, header has {len(header)}"
+        source = f"{name}:{record.line}"
+        problem = f"invalid CSV: {record.error}" if record.error is not None else ""
+        if record.cells is not None and len(record.cells) != len(columns):
+            problem = f"{len(record.cells)} cells, header has {len(columns)}"
         if problem:
-            yield reject("row", "", "malformed-row", problem, source, json.dumps("\n".join(text for _, text in lines)))
+            yield reject("row", "", "malformed-row", problem, source, json.dumps(record.text.removesuffix("\n")))
             continue
-        yield _Row(source, lines[0][0], dict(zip(header, cells, strict=True)))
+        yield _Row(source, record.line, dict(zip(columns, record.cells, strict=True)))
     yield from pending
 
 

@@ -28,16 +28,15 @@ because its figures would be read beside full-gallery ones.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from crisscross.core.errors import ParamError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
-from crisscross.core.settings import setting, settings_from_params
+from crisscross.core.settings import setting
 from crisscross.formats.eccv import DIRECTIONS
 from crisscross.scoring.metrics import (
     BLOCK_ELEMENTS,
@@ -55,6 +54,7 @@ from crisscross.scoring.models import (
     ALL,
     AUTO,
     COVERED,
+    EVERY_ENCODER,
     FOLDS,
     FULL,
     GALLERY_RULES,
@@ -213,8 +213,10 @@ def bootstrap_rng(seed: int, truth: str, kind: str) -> np.random.Generator:
 
 @dataclass(frozen=True)
 class Settings:
-    tasks: tuple[str, ...] = tuple(TASK_KINDS)
-    ratings: tuple[str, ...] = tuple(RATING_KINDS)
+    """The scoring protocol; ``seed`` (``base.seed``) draws the bootstrap samples."""
+
+    tasks: tuple[str, ...] = setting(tuple(TASK_KINDS), choices=tuple(TASK_KINDS))
+    ratings: tuple[str, ...] = setting(tuple(RATING_KINDS), choices=tuple(RATING_KINDS))
     folds: int = setting(5, low=1)
     ks: tuple[int, ...] = setting((1, 5, 10), low=1)
     curve_k: int = setting(50, low=1)
@@ -223,16 +225,16 @@ class Settings:
     pmrp_zetas: tuple[int, ...] = setting((0, 1, 2), low=0)
     pmrp_r_cap: int = setting(50, low=1)
 
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], seed: int, where: str = "params") -> Settings:
-        """The ``evaluate:`` section's protocol keys, checked, and the base seed."""
-        unknown = sorted(set(params.get("tasks", ())) - set(TASK_KINDS)) + sorted(set(params.get("ratings", ())) - set(RATING_KINDS))
-        if unknown:
-            raise ParamError(
-                f"{where}: evaluate.tasks/evaluate.ratings: unknown {unknown}; known: {list(TASK_KINDS)} and {list(RATING_KINDS)}"
-            )
-        protocol = {f.name for f in fields(cls)} - {"seed"}
-        return settings_from_params(cls, {k: v for k, v in params.items() if k in protocol}, "evaluate", where, seed=seed)
+
+@dataclass(frozen=True)
+class EvaluateSettings(Settings):
+    """The ``evaluate:`` section: the models to score (the embed output's ``encoders``, ``all`` or
+    a list of names, and more ``models`` entries), the truth every truth's positives are checked
+    against (``verified``; null: none), and the protocol."""
+
+    encoders: str | tuple[str, ...] = EVERY_ENCODER
+    models: Mapping[str, Any] = setting({})
+    verified: str | None = "eccv"
 
 
 def runnable(model: Model, settings: Settings) -> tuple[list[str], list[str]]:

@@ -4,6 +4,7 @@ validation and the simulated panel (on the demo's real captions and embeddings).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -155,10 +156,10 @@ def test_imported_answers_are_checked_per_type(demo) -> None:
 
 def test_the_simulated_panel_chooses_discriminative_captions_and_verifies_them(demo) -> None:
     build, catalog = demo
-    reference = Reference.read(build / "embeddings", "use-m3", build / "items")
+    reference = Reference.read(build / "embeddings", "use-m3")
     tasks = bison_tasks(catalog, 30).to_pandas()
     params = {"raters_per_batch": 2, "panel_size": 10, "careless_share": 0.0, "noise_sd": 0.0, "bias_sd": 0.0}
-    out = Simulate(reference, SEED, params)(tasks)
+    out = Simulate(reference, SEED, params, catalog)(tasks)
     assert out.unjudged.num_rows == 0
     j = out.judgments.to_pandas()
     assert len(j) == 2 * len(tasks) and j["simulated"].all() and j["score"].isna().all()
@@ -172,12 +173,30 @@ def test_the_simulated_panel_chooses_discriminative_captions_and_verifies_them(d
     assert (chose["answer"] != CHOOSE_NONE).mean() > 0.5
     triple = j[j["task_type"] == VERIFY_TRIPLE]
     assert set(triple["answer"]) <= set(TRIPLE_ANSWERS) and (triple["answer"] == TRIPLE_TARGET).mean() > 0.5
-    again = Simulate(reference, SEED, {**params, "panel_name": "other"})(tasks).judgments.to_pandas()
+    again = Simulate(reference, SEED, {**params, "panel_name": "other"}, catalog)(tasks).judgments.to_pandas()
     assert again["worker"].str.startswith("other-").all() and again["answer"].tolist() == j["answer"].tolist()
-    noisy = Simulate(reference, SEED, {"raters_per_batch": 2, "panel_size": 10})(pd.concat([tasks, tasks.iloc[::-1]]).drop_duplicates())
-    assert noisy.judgments.equals(Simulate(reference, SEED, {"raters_per_batch": 2, "panel_size": 10})(tasks).judgments)
+    noisy = Simulate(reference, SEED, {"raters_per_batch": 2, "panel_size": 10}, catalog)(
+        pd.concat([tasks, tasks.iloc[::-1]]).drop_duplicates()
+    )
+    assert noisy.judgments.equals(Simulate(reference, SEED, {"raters_per_batch": 2, "panel_size": 10}, catalog)(tasks).judgments)
     with pytest.raises(ValueError, match="--items"):
-        Simulate(Reference.read(build / "embeddings", "use-m3"), SEED, params)(tasks)
+        Simulate(reference, SEED, params)(tasks)
+
+
+def test_the_simulated_panel_weighs_only_the_captions_the_page_shows(demo) -> None:
+    """A CHOOSE rater picks among the target's captions raters can read, as exports and the app
+    show them (``PRESENTATIONS``): a caption without text is never chosen."""
+    build, catalog = demo
+    reference = Reference.read(build / "embeddings", "use-m3")
+    tasks = bison_tasks(catalog, 30).to_pandas()
+    tasks = tasks[tasks["task_type"] == CHOOSE]
+    params = {"raters_per_batch": 2, "panel_size": 10, "careless_share": 0.0, "noise_sd": 0.0, "bias_sd": 0.0}
+    full = Simulate(reference, SEED, params, catalog)(tasks).judgments.to_pandas()
+    chosen = full.loc[full["answer"] != CHOOSE_NONE, "answer"].iloc[0]
+    hidden = dataclasses.replace(catalog, texts={c: t for c, t in catalog.texts.items() if c != chosen})
+    again = Simulate(reference, SEED, params, hidden)(tasks).judgments.to_pandas()
+    assert chosen in set(full["answer"]) and chosen not in set(again["answer"])
+    assert (again["answer"] != full["answer"]).sum() >= 1 and len(again) == len(full)
 
 
 def test_a_named_panel_is_other_people_and_the_default_panel_keeps_its_draw() -> None:

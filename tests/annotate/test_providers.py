@@ -393,6 +393,8 @@ def write_release(folder: Path, split: str = "test") -> None:
         "COCO_val2014:sentid:13,COCO_val2014:sentid:16,nan,c2c_isim\n"
         "COCO_val2014:sentid:13,COCO_val2014:sentid:17\n"
         "COCO_val2014:sentid:13,COCO_val2014:sentid:18,1.0,c2c_isim,extra\n"
+        f"COCO_val2014:sentid:19,COCO_val2014:sentid:20,1.0,{'x' * 200_000}\n"  # over the csv module's field limit
+        "COCO_val2014:sentid:21,COCO_val2014:sentid:22,2.0,c2c_isim\n"
     )
     (folder / f"sis_{split}.csv").write_text(
         "image1,image2,agg_score,sampling_method\n"
@@ -418,7 +420,9 @@ def test_cxc_release_loader_keeps_both_orders_as_one_item_and_rejects_bad_rows(t
         ("bad-score", "sts_test.csv:6"),
         ("malformed-row", "sts_test.csv:7"),
         ("malformed-row", "sts_test.csv:8"),
+        ("malformed-row", "sts_test.csv:9"),
     ]
+    assert rejected[-1].detail.startswith("not readable CSV: field larger than field limit")
     j = judgments.to_pandas()
     pair = j[j["item_id"] == "sis:coco:img:1|coco:img:2"]
     assert pair["worker"].tolist() == [release_worker(1), release_worker(2)] == ["cxc-release", "cxc-release#2"]
@@ -430,11 +434,12 @@ def test_cxc_release_loader_keeps_both_orders_as_one_item_and_rejects_bad_rows(t
         [SIS, "sis:coco:img:3|coco:img:4", "i2i_csim", "cxc-release:sis_test", 2],
         [SITS, "sits:coco:cap:11|coco:img:1", "c2i_original", "cxc-release:sits_test", 1],
         [STS, "sts:coco:cap:11|coco:cap:12", "c2c_isim", "cxc-release:sts_test", 1],
+        [STS, "sts:coco:cap:21|coco:cap:22", "c2c_isim", "cxc-release:sts_test", 2],
     ]
     report = release.report()
-    assert report["rows"] == {STS: 1, SIS: 3, SITS: 1} and report["items"] == {STS: 1, SIS: 2, SITS: 1}
+    assert report["rows"] == {STS: 2, SIS: 3, SITS: 1} and report["items"] == {STS: 2, SIS: 2, SITS: 1}
     assert report["repeated_items"][SIS] == 1 and report["straddling_items"][SIS] == 1  # 2.9 ≥ 2.5 > 2.1
-    assert report["rejected"] == {"row": {"bad-id": 1, "bad-score": 2, "malformed-row": 2, "score-out-of-range": 1}}
+    assert report["rejected"] == {"row": {"bad-id": 1, "bad-score": 2, "malformed-row": 3, "score-out-of-range": 1}}
     # Replaying the release on its own items gives every published row back, and no unjudged item.
     replayed = Replay(judgments)(items)
     assert replayed.unjudged.num_rows == 0 and replayed.judgments.equals(judgments)

@@ -21,7 +21,7 @@ def test_every_job_is_the_scoring_library(demo_chain: Path) -> None:
     embeddings, items = str(demo_chain / "embeddings"), str(demo_chain / "items")
     models = embedded_models(embeddings, "all")
     assert {"use-m3", "bow-glove50"} <= set(models)
-    settings = Settings.from_params({"folds": 2}, SEED)
+    settings = Settings(folds=2, seed=SEED)
     captions = io.read_parquet(io.join(items, "captions.parquet"))
     gallery = Gallery.from_items(io.read_parquet(io.join(items, "images.parquet")), captions)
     truth, _ = GROUND_TRUTHS.create("coco", captions=captions)

@@ -249,3 +249,13 @@ def test_every_embedded_encoder_is_a_model_unless_the_params_say_otherwise(demo_
         "evaluate.encoders names ['use-m3'], which have no vectors in" in (err := capsys.readouterr().err)
         and "embedded: ['bow-glove50']" in err
     )
+    for section, message in (
+        ({"encoders": 3}, "evaluate.encoders must be a non-empty string, got 3; or must be a list, got 3"),
+        ({"tasks": ["i2t", "x2y"]}, "evaluate.tasks[1] must be one of ['i2t', 't2i', 't2t', 'i2i'], got 'x2y'"),
+        ({"models": ["clip"]}, "evaluate.models must be a mapping, got ['clip']"),
+        ({"seed": 3}, "unknown evaluate params ['seed']"),
+        ({"verified": ""}, "evaluate.verified must be a non-empty string, got ''"),
+    ):
+        params.write_text(json.dumps({"evaluate": section}))
+        assert cli(base) == 2
+        assert message in capsys.readouterr().err, section
