@@ -20,6 +20,7 @@ BENCHMARKS: tuple[str, ...] = (
     "tasks_gold",
     "coco_scale",
     "stage_startup",
+    "machine_triage",
 )
 
 

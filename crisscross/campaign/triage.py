@@ -1,0 +1,238 @@
+"""Machine in the loop (ECCV Caption §6): the machine labels the pairs its signals decide, people the rest.
+
+Per task type, on a seeded audit sample that people rated (:func:`audit_sample`), the pairs'
+machine signals (:mod:`crisscross.campaign.signals`) are combined by an L2-regularised logistic
+regression into one score for "people call it positive".  Two cuts on that score are then
+certified on the audit (:func:`certified_cut`): above the positive cut, the Clopper–Pearson upper
+bound (confidence ``1 - delta``) on the share of pairs people call negative is at most
+``max_error``; below the negative cut, likewise for positives.  Cuts are tried in a fixed sequence,
+from the most extreme audit score inward in steps of ``step`` pairs, and the first that fails ends
+the sequence, so the chance that the accepted cut's error rate exceeds ``max_error`` is at most
+``delta`` with no correction for the many cuts tried (the fixed-sequence procedure).
+
+The audit's scores are cross-fitted (``folds``): each audited pair is scored by a fit that did not
+see it, so the certificate does not take credit for the fit's own optimism.  The fit on the whole
+audit then scores every other pair; those beyond a cut are labelled by the machine, each with its
+score, the cut and the bound as the reason a reviewer can check (:class:`TypeTriage`).  Pairs
+between the cuts, and pairs without a signal, go to people.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import beta
+
+from crisscross.campaign.signals import TextSpace, pair_signals
+from crisscross.core.rng import generator
+from crisscross.core.settings import setting
+
+POSITIVE, NEGATIVE, TO_PEOPLE = 1, 0, -1  # a pair's triage label
+SIDES = {POSITIVE: "positive", NEGATIVE: "negative"}
+
+
+@dataclass(frozen=True)
+class TriageSettings:
+    """How much the audit costs and how sure the machine must be (``triage:`` in params)."""
+
+    audit_share: float = setting(0.1, low=0.0, high=1.0, open_range=True)  # of each type's pairs, rated by people first
+    max_error: float = setting(0.015, low=0.0, high=0.5, open_range=True)  # the error rate a machine label may have ...
+    delta: float = setting(0.05, low=0.0, high=0.5, open_range=True)  # ... with this chance of exceeding it
+    folds: int = setting(5, low=2)  # cross-fitting of the audit's scores
+    l2: float = setting(1.0, low=0.0)  # ridge penalty of the logistic regression on standardised signals
+    step: int = setting(10, low=1)  # audited pairs between cuts tried
+
+
+def audit_sample(item_ids: pd.Series, share: float, seed: int, task_type: str) -> np.ndarray:
+    """Which items people rate first: a seeded ``share`` of the type's items, by item id, so the
+    sample does not depend on row order."""
+    order = np.argsort(item_ids.to_numpy(dtype=object), kind="stable")
+    draws = np.empty(len(item_ids))
+    draws[order] = generator(seed, "audit", task_type).random(len(item_ids))
+    return draws < share
+
+
+def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimising ``sum(logloss) + l2 / 2 * |w|^2`` (the intercept is not
+    penalised): scikit-learn's ``LogisticRegression(C=1 / l2)``, by Newton's method."""
+    n, d = x.shape
+    design = np.hstack([x, np.ones((n, 1))])
+    penalty = np.full(d + 1, l2)
+    penalty[-1] = 0.0
+    theta = np.zeros(d + 1)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ theta)))
+        gradient = design.T @ (p - y) + penalty * theta
+        hessian = (design * (p * (1 - p))[:, None]).T @ design + np.diag(penalty) + 1e-12 * np.eye(d + 1)
+        update = np.linalg.solve(hessian, gradient)
+        theta -= update
+        if np.abs(update).max() < 1e-10:
+            break
+    return theta[:-1], float(theta[-1])
+
+
+def error_bound(errors: int, n: int, delta: float) -> float:
+    """Clopper–Pearson upper bound, confidence ``1 - delta``, on an error rate seen as ``errors`` of ``n``."""
+    return 1.0 if errors >= n else float(beta.ppf(1 - delta, errors + 1, n - errors))
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A certified cut: the machine labels pairs scoring at or beyond ``score``; of the ``audited``
+    audit pairs there, people disagreed on ``errors``, so the error rate is at most ``bound``."""
+
+    side: int
+    score: float
+    audited: int
+    errors: int
+    bound: float
+
+
+def certified_cut(scores: np.ndarray, positive: np.ndarray, side: int, settings: TriageSettings) -> Cut | None:
+    """The most inclusive cut of the fixed sequence whose bound is at most ``max_error`` (None when
+    even the most extreme fails, or the audit is too small for any cut to pass)."""
+    order = np.argsort(-scores if side == POSITIVE else scores, kind="stable")
+    wrong = np.cumsum(positive[order] != (side == POSITIVE))
+    first = math.ceil(math.log(settings.delta) / math.log(1 - settings.max_error))  # fewest pairs a flawless cut needs
+    accepted = None
+    for k in range(first, len(order) + 1, settings.step):
+        bound = error_bound(int(wrong[k - 1]), k, settings.delta)
+        if bound > settings.max_error:
+            break
+        accepted = Cut(side, float(scores[order[k - 1]]), k, int(wrong[k - 1]), bound)
+    return accepted
+
+
+@dataclass(frozen=True)
+class TypeTriage:
+    """One task type's fitted triage: the signals' standardisation, the regression and the cuts."""
+
+    task_type: str
+    signals: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    intercept: float
+    cuts: dict[int, Cut] = field(default_factory=dict)
+    audited: int = 0
+    audited_positive: int = 0
+
+    def score(self, signals: pd.DataFrame) -> np.ndarray:
+        """The log-odds that people call each pair positive (NaN where a signal is missing)."""
+        z = (signals[list(self.signals)].to_numpy(np.float64) - self.mean) / self.scale
+        return z @ self.weights + self.intercept
+
+    def label(self, scores: np.ndarray) -> np.ndarray:
+        """POSITIVE or NEGATIVE beyond a cut, else TO_PEOPLE (also for NaN scores)."""
+        with np.errstate(invalid="ignore"):
+            above = scores >= self.cuts[POSITIVE].score if POSITIVE in self.cuts else np.zeros(len(scores), dtype=bool)
+            below = scores <= self.cuts[NEGATIVE].score if NEGATIVE in self.cuts else np.zeros(len(scores), dtype=bool)
+        out = np.full(len(scores), TO_PEOPLE, dtype=np.int8)
+        out[above & ~below] = POSITIVE  # cuts that cross leave their overlap to people
+        out[below & ~above] = NEGATIVE
+        return out
+
+    def reason(self, score: float, label: int) -> str:
+        """Why a pair got its label: the score against the cut, and what the audit says of that cut."""
+        if label == TO_PEOPLE:
+            return "no signal" if math.isnan(score) else f"score {score:.3f} between the cuts"
+        cut = self.cuts[label]
+        sign = "≥" if label == POSITIVE else "≤"
+        return (
+            f"score {score:.3f} {sign} {SIDES[label]} cut {cut.score:.3f}: {cut.errors} of {cut.audited} audited pairs "
+            f"there rated otherwise, error ≤ {cut.bound:.4f}"
+        )
+
+    def summary(self) -> dict[str, object]:
+        """What the triage decided, for reports and the audit trail."""
+        return {
+            "audited": self.audited,
+            "audited_positive": self.audited_positive,
+            "signals": dict(zip(self.signals, (round(float(w), 6) for w in self.weights), strict=True)),
+            "intercept": round(self.intercept, 6),
+            "cuts": {
+                SIDES[side]: {"score": round(cut.score, 6), "audited": cut.audited, "errors": cut.errors, "bound": round(cut.bound, 6)}
+                for side, cut in sorted(self.cuts.items())
+            },
+        }
+
+
+def fit_triage(task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int) -> TypeTriage:
+    """Fit on the audited pairs (``signals`` rows with every signal, ``positive`` their human label)."""
+    x = signals.to_numpy(np.float64)
+    y = np.asarray(positive, dtype=np.float64)
+    if len(x) == 0 or np.isnan(x).any():
+        raise ValueError(
+            f"{task_type}: triage needs audited pairs with every signal, got {len(x)} rows ({int(np.isnan(x).any(axis=1).sum())} with a gap)"
+        )
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
+    folds = generator(seed, "triage-folds", task_type).integers(settings.folds, size=len(z))
+    held_out = np.empty(len(z))
+    for fold in range(settings.folds):
+        test = folds == fold
+        weights, intercept = logistic_fit(z[~test], y[~test], settings.l2)
+        held_out[test] = z[test] @ weights + intercept
+    weights, intercept = logistic_fit(z, y, settings.l2)
+    labels = y.astype(bool)
+    cuts = {side: cut for side in (POSITIVE, NEGATIVE) if (cut := certified_cut(held_out, labels, side, settings)) is not None}
+    return TypeTriage(task_type, tuple(signals.columns), mean, scale, weights, intercept, cuts, len(z), int(labels.sum()))
+
+
+@dataclass(frozen=True)
+class Triaged:
+    """Every pair's fate (``decisions``: item_id, task_type, audit, score, label, reason) and each type's fit."""
+
+    decisions: pd.DataFrame
+    fits: dict[str, TypeTriage]
+
+
+def triage(
+    pairs: pd.DataFrame,
+    human_positive: Mapping[str, bool],
+    spaces: Sequence[TextSpace],
+    image_of: Mapping[str, str],
+    settings: TriageSettings,
+    seed: int,
+) -> Triaged:
+    """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's labels of the
+    audited ones (``human_positive`` by item id; audit items without one are left out of the fit).
+
+    Audited pairs keep people's label (``label`` is theirs, ``audit`` true); the others are
+    labelled by the machine beyond a cut, or left to people (``TO_PEOPLE``).
+    """
+    parts, fits = [], {}
+    for task_type, rows in pairs.groupby("task_type", sort=True):
+        rows = rows.sort_values("item_id", kind="stable")
+        audit = audit_sample(rows["item_id"], settings.audit_share, seed, task_type)
+        signals = pair_signals(task_type, rows["id_a"], rows["id_b"], spaces, image_of)
+        known = np.asarray([item in human_positive for item in rows["item_id"]], dtype=bool)
+        fitted = audit & known & ~signals.isna().any(axis=1).to_numpy()
+        truth = np.asarray([bool(human_positive.get(item, False)) for item in rows["item_id"]], dtype=bool)
+        fit = fit_triage(task_type, signals[fitted], truth[fitted], settings, seed)
+        scores = fit.score(signals)
+        labels = np.where(audit, np.where(truth, POSITIVE, NEGATIVE), fit.label(scores)).astype(np.int8)
+        labels[audit & ~known] = TO_PEOPLE
+        reasons = [
+            "audit: rated by people" if is_audit else fit.reason(float(score), int(label))
+            for is_audit, score, label in zip(audit, scores, labels, strict=True)
+        ]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "item_id": rows["item_id"].to_numpy(),
+                    "task_type": task_type,
+                    "audit": audit,
+                    "score": scores,
+                    "label": labels,
+                    "reason": reasons,
+                }
+            )
+        )
+        fits[task_type] = fit
+    return Triaged(pd.concat(parts, ignore_index=True), fits)

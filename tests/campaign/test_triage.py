@@ -1,0 +1,148 @@
+"""Machine triage: the regression against scikit-learn's, the certified cuts, the signals, and
+what the triage decides and records on a synthetic collection whose truth is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+from sklearn.linear_model import LogisticRegression
+
+from crisscross.campaign.signals import SAME_IMAGE, TextSpace, pair_signals
+from crisscross.campaign.triage import (
+    NEGATIVE,
+    POSITIVE,
+    TO_PEOPLE,
+    TriageSettings,
+    audit_sample,
+    certified_cut,
+    error_bound,
+    fit_triage,
+    logistic_fit,
+    triage,
+)
+from crisscross.formats.schema import SIS, SITS, STS
+
+SEED = 7
+
+
+def test_the_regression_is_scikit_learns() -> None:
+    rng = np.random.default_rng(SEED)
+    x = rng.normal(size=(600, 4))
+    y = (x @ [1.5, -1.0, 0.5, 0.0] + rng.logistic(size=600) > 0).astype(float)
+    for l2 in (0.1, 1.0, 10.0):
+        weights, intercept = logistic_fit(x, y, l2)
+        theirs = LogisticRegression(C=1 / l2, tol=1e-12, max_iter=10_000).fit(x, y)
+        assert np.allclose(weights, theirs.coef_[0], atol=1e-6) and intercept == pytest.approx(theirs.intercept_[0], abs=1e-6)
+
+
+def test_the_bound_is_the_exact_one_sided_binomial_bound() -> None:
+    for errors, n in ((0, 200), (3, 500), (40, 1000)):
+        two_sided = binomtest(errors, n).proportion_ci(confidence_level=0.90, method="exact").high  # its upper end is the 95% one-sided bound
+        assert error_bound(errors, n, 0.05) == pytest.approx(two_sided, rel=1e-9)
+    assert error_bound(0, 198, 0.05) > 0.015 > error_bound(0, 199, 0.05)  # why a cut needs 199 flawless pairs at the defaults
+    assert error_bound(5, 5, 0.05) == 1.0
+
+
+def test_cuts_run_in_a_fixed_sequence_and_stop_at_the_first_failure() -> None:
+    settings = TriageSettings(max_error=0.015, delta=0.05, step=10)
+    scores = np.linspace(10, -10, 2000)  # in descending order: the sequence walks it from the top
+    positive = np.ones(2000, dtype=bool)
+    positive[1000:] = False  # the lower half negative
+    cut = certified_cut(scores, positive, POSITIVE, settings)
+    assert cut is not None and cut.errors == 0 and cut.audited == 1000 - 1  # 199, 209, …: the last step before the negatives
+    assert cut.score == pytest.approx(scores[cut.audited - 1]) and cut.bound == pytest.approx(error_bound(0, 999, 0.05))
+    positive[[300, 301, 302]] = False  # three errors early on: the cut at 309 fails, so the sequence ends there ...
+    cut = certified_cut(scores, positive, POSITIVE, settings)
+    assert cut is not None and cut.audited == 299 and cut.errors == 0
+    assert error_bound(3, 999, 0.05) <= 0.015  # ... although a later cut would have passed: it is never tried
+    early = positive.copy()
+    early[[10, 20, 30, 40]] = False  # four errors among the first 199: no cut passes, whatever follows
+    assert certified_cut(scores, early, POSITIVE, settings) is None
+    negative_cut = certified_cut(scores, positive, NEGATIVE, settings)
+    assert negative_cut is not None and negative_cut.errors == 0 and negative_cut.audited == 999
+
+
+def test_the_audit_is_seeded_by_item_and_type_not_by_row_order() -> None:
+    items = pd.Series([f"sts:{i:05d}" for i in range(5000)])
+    audit = audit_sample(items, 0.1, SEED, STS)
+    shuffled = items.sample(frac=1.0, random_state=1)
+    again = pd.Series(audit_sample(shuffled, 0.1, SEED, STS), index=shuffled.index).sort_index().to_numpy()
+    assert np.array_equal(audit, again) and 450 < audit.sum() < 550
+    assert not np.array_equal(audit, audit_sample(items, 0.1, SEED, SIS))
+
+
+def _space(name: str, dims: int = 8) -> tuple[TextSpace, dict[str, str]]:
+    rng = np.random.default_rng(SEED)
+    captions = [f"coco:cap:{k}" for k in range(12)]
+    image_of = {c: f"coco:img:{k // 3}" for k, c in enumerate(captions)}  # four images, three captions each
+    return TextSpace.build(name, captions, rng.normal(size=(12, dims)), image_of), image_of
+
+
+def test_image_means_leave_out_the_caption_that_describes_the_image() -> None:
+    space, image_of = _space("toy")
+    own = space.image_means(["coco:img:0"], leave_out=["coco:cap:0"])[0]
+    rows = [space.row["coco:cap:1"], space.row["coco:cap:2"]]
+    expected = space.vectors[rows].mean(axis=0)
+    assert np.allclose(own, expected / np.linalg.norm(expected))
+    other = space.image_means(["coco:img:1"], leave_out=["coco:cap:0"])[0]  # not one of its captions: nothing left out
+    whole = space.vectors[[3, 4, 5]].mean(axis=0)
+    assert np.allclose(other, whole / np.linalg.norm(whole))
+    assert np.isnan(space.image_means(["coco:img:9"])).all() and np.isnan(space.captions(["coco:cap:99"])).all()
+
+
+def test_each_rating_type_has_its_signals() -> None:
+    space, image_of = _space("toy")
+    sts = pair_signals(STS, ["coco:cap:0", "coco:cap:0"], ["coco:cap:1", "coco:cap:5"], [space], image_of)
+    assert list(sts.columns) == ["toy:captions", "toy:images", SAME_IMAGE] and sts[SAME_IMAGE].tolist() == [1.0, 0.0]
+    assert sts["toy:captions"][0] == pytest.approx(space.vectors[0] @ space.vectors[1])
+    assert sts["toy:images"][0] == pytest.approx(1.0)  # the same image
+    sis = pair_signals(SIS, ["coco:img:0"], ["coco:img:1"], [space], image_of)
+    assert sis["toy:best-captions"][0] == pytest.approx((space.vectors[:3] @ space.vectors[3:6].T).max())
+    sits = pair_signals(SITS, ["coco:cap:0", "coco:cap:0"], ["coco:img:0", "coco:img:2"], [space], image_of)
+    assert sits[SAME_IMAGE].tolist() == [1.0, 0.0] and sits["toy:images"][0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no machine signals for task type VERIFY"):
+        pair_signals("VERIFY", [], [], [space], image_of)
+
+
+def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
+    """A synthetic STS collection: 6,000 pairs of captions whose caption-vector cosine drives what
+    people say; the machine labels the clear ends and agrees with people there as certified."""
+    rng = np.random.default_rng(SEED)
+    n = 12_000
+    captions = [f"coco:cap:{k}" for k in range(n)]
+    image_of = {c: f"coco:img:{k // 2}" for k, c in enumerate(captions)}
+    base = rng.normal(size=(n // 2, 16))
+    twist = rng.uniform(0, 3, size=n // 2)  # how far the second caption of a pair wanders
+    vectors = np.empty((n, 16))
+    vectors[0::2] = base
+    vectors[1::2] = base + twist[:, None] * rng.normal(size=(n // 2, 16))
+    space = TextSpace.build("toy", captions, vectors, image_of)
+    pairs = pd.DataFrame({"item_id": [f"sts:{k:05d}" for k in range(n // 2)], "task_type": STS, "id_a": captions[0::2], "id_b": captions[1::2]})
+    cosine = pair_signals(STS, pairs["id_a"], pairs["id_b"], [space], image_of)["toy:captions"].to_numpy()
+    truth = rng.random(n // 2) < 1 / (1 + np.exp(-40 * (cosine - 0.6)))
+    people = dict(zip(pairs["item_id"], truth, strict=True))
+    settings = TriageSettings()
+    done = triage(pairs, people, [space], image_of, settings, SEED)
+    d = done.decisions.set_index("item_id").loc[pairs["item_id"]]
+    assert d["audit"].mean() == pytest.approx(0.1, abs=0.02)
+    assert (d.loc[d["audit"], "label"].to_numpy() == truth[d["audit"].to_numpy()]).all()  # audited pairs keep people's label
+    machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != TO_PEOPLE)
+    assert machine.mean() > 0.3
+    agree = (d["label"].to_numpy()[machine] == truth[machine]).mean()
+    assert agree >= 1 - settings.max_error
+    fit = done.fits[STS]
+    assert set(fit.cuts) == {POSITIVE, NEGATIVE} and all(c.bound <= settings.max_error for c in fit.cuts.values())
+    first = d[machine].iloc[0]
+    cut = fit.cuts[int(first["label"])]
+    assert f"cut {cut.score:.3f}: {cut.errors} of {cut.audited} audited pairs" in first["reason"]
+    between = d[~d["audit"] & (d["label"] == TO_PEOPLE)]
+    assert (between["score"] < fit.cuts[POSITIVE].score).all() and (between["score"] > fit.cuts[NEGATIVE].score).all()
+    assert between["reason"].str.startswith("score").all()
+    again = triage(pairs.sample(frac=1.0, random_state=3), people, [space], image_of, settings, SEED).decisions
+    assert again.sort_values("item_id").reset_index(drop=True).equals(done.decisions.sort_values("item_id").reset_index(drop=True))
+    summary = fit.summary()
+    assert summary["audited"] == int(d["audit"].sum()) and math.isfinite(summary["intercept"])
