@@ -21,6 +21,7 @@ BENCHMARKS: tuple[str, ...] = (
     "coco_scale",
     "stage_startup",
     "machine_triage",
+    "adaptive_replication",
 )
 
 

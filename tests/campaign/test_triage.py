@@ -20,7 +20,6 @@ from crisscross.campaign.triage import (
     audit_sample,
     certified_cut,
     error_bound,
-    fit_triage,
     logistic_fit,
     triage,
 )
@@ -41,7 +40,9 @@ def test_the_regression_is_scikit_learns() -> None:
 
 def test_the_bound_is_the_exact_one_sided_binomial_bound() -> None:
     for errors, n in ((0, 200), (3, 500), (40, 1000)):
-        two_sided = binomtest(errors, n).proportion_ci(confidence_level=0.90, method="exact").high  # its upper end is the 95% one-sided bound
+        two_sided = (
+            binomtest(errors, n).proportion_ci(confidence_level=0.90, method="exact").high
+        )  # its upper end is the 95% one-sided bound
         assert error_bound(errors, n, 0.05) == pytest.approx(two_sided, rel=1e-9)
     assert error_bound(0, 198, 0.05) > 0.015 > error_bound(0, 199, 0.05)  # why a cut needs 199 flawless pairs at the defaults
     assert error_bound(5, 5, 0.05) == 1.0
@@ -83,7 +84,7 @@ def _space(name: str, dims: int = 8) -> tuple[TextSpace, dict[str, str]]:
 
 
 def test_image_means_leave_out_the_caption_that_describes_the_image() -> None:
-    space, image_of = _space("toy")
+    space, _ = _space("toy")
     own = space.image_means(["coco:img:0"], leave_out=["coco:cap:0"])[0]
     rows = [space.row["coco:cap:1"], space.row["coco:cap:2"]]
     expected = space.vectors[rows].mean(axis=0)
@@ -121,7 +122,9 @@ def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     vectors[0::2] = base
     vectors[1::2] = base + twist[:, None] * rng.normal(size=(n // 2, 16))
     space = TextSpace.build("toy", captions, vectors, image_of)
-    pairs = pd.DataFrame({"item_id": [f"sts:{k:05d}" for k in range(n // 2)], "task_type": STS, "id_a": captions[0::2], "id_b": captions[1::2]})
+    pairs = pd.DataFrame(
+        {"item_id": [f"sts:{k:05d}" for k in range(n // 2)], "task_type": STS, "id_a": captions[0::2], "id_b": captions[1::2]}
+    )
     cosine = pair_signals(STS, pairs["id_a"], pairs["id_b"], [space], image_of)["toy:captions"].to_numpy()
     truth = rng.random(n // 2) < 1 / (1 + np.exp(-40 * (cosine - 0.6)))
     people = dict(zip(pairs["item_id"], truth, strict=True))

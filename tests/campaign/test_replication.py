@@ -1,0 +1,72 @@
+"""Adaptive replication: where an item stops under each rule, the error rate the threshold rule
+bounds, and the rater spread read from items published twice."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from crisscross.campaign.replication import CI_WIDTH, ReplicationSettings, decide, rater_sd_from_repeats, replication_decisions
+from crisscross.core.errors import ParamError
+from crisscross.core.settings import settings_from_params
+from crisscross.formats.schema import SIS, STS
+
+SD = {STS: 0.84, SIS: 0.84}
+
+
+def test_the_threshold_rule_stops_at_the_first_look_that_is_clear_of_the_threshold() -> None:
+    settings = ReplicationSettings(alpha=0.1, rater_sd=SD)
+    z = norm.ppf(1 - 0.1 / 4)  # looks at 2, 3, 4 and 5 judgments
+    assert 0.84 * z / math.sqrt(2) == pytest.approx(1.1642, abs=1e-4)
+    far = decide(np.array([0.0, 0.5, 4.0, 4.0, 4.0]), STS, 5, settings)  # mean 0.25 at two: 2.75 below 3
+    assert (far.used, far.stopped, far.mean) == (2, True, 0.25) and far.reason.startswith("threshold after 2: mean 0.25 < 3 by 2.75")
+    near = decide(np.array([2.5, 3.5, 3.0, 2.0, 4.0]), STS, 5, settings)
+    assert (near.used, near.stopped) == (5, False) and near.reason == "the ceiling of 5 judgments"
+    later = decide(np.array([4.0, 5.0, 5.0, 5.0]), STS, 5, settings)  # 1.5 above at two (needs 1.16)
+    assert (later.used, later.stopped) == (2, True)
+    waiting = decide(np.array([3.5, 3.0]), STS, 5, settings)
+    assert (waiting.used, waiting.stopped) == (2, False) and waiting.reason.startswith("open: 2 of at most 5")
+    untuned = decide(np.array([0.0, 0.0, 0.0, 0.0, 0.0]), "SITS", 5, settings)  # no rater sd for SITS: never early
+    assert (untuned.used, untuned.stopped) == (5, False)
+
+
+def test_the_ci_width_rule_asks_every_item_for_the_same_precision() -> None:
+    settings = ReplicationSettings(rule=CI_WIDTH, alpha=0.05, half_width=0.75, rater_sd=SD)
+    n = math.ceil((norm.ppf(0.975) * 0.84 / 0.75) ** 2)  # 5: the first count whose interval is narrow enough
+    assert decide(np.full(5, 4.9), SIS, 6, settings).used == n
+    assert decide(np.full(6, 2.5), SIS, 6, settings).used == n
+
+
+def test_the_threshold_rule_errs_on_the_side_at_most_alpha_of_the_time() -> None:
+    """Items whose true mean sits just above the threshold: the share stopped below it stays under alpha."""
+    rng = np.random.default_rng(5)
+    settings = ReplicationSettings(alpha=0.1, rater_sd=SD)
+    for offset in (0.05, 0.3, 0.8):
+        scores = 3.0 + offset + 0.84 * rng.standard_normal((4000, 5))
+        frame = pd.DataFrame({"item_id": np.repeat([f"i{k:05d}" for k in range(4000)], 5), "task_type": STS, "score": scores.ravel()})
+        d = replication_decisions(frame, 5, settings)
+        wrong = (d["stopped"] & (d["mean"] < 3.0)).mean()
+        assert wrong <= 0.1, (offset, wrong)
+    assert set(d.columns) == {"item_id", "task_type", "used", "stopped", "open", "mean", "reason"} and not d["open"].any()
+
+
+def test_the_rater_spread_comes_from_items_published_twice() -> None:
+    rng = np.random.default_rng(9)
+    true = rng.uniform(0, 5, 3000)
+    rows = [(f"p{k}", m + 0.8 * rng.standard_normal(5).mean()) for k, m in enumerate(true) for _ in range(2)]
+    rows += [("once", 2.0)]
+    sd = rater_sd_from_repeats(pd.DataFrame(rows, columns=["item_id", "score"]), 5)
+    assert sd == pytest.approx(0.8, rel=0.05)
+    with pytest.raises(ValueError, match="two published means"):
+        rater_sd_from_repeats(pd.DataFrame([("a", 1.0)], columns=["item_id", "score"]), 5)
+
+
+def test_settings_are_checked_like_every_section() -> None:
+    with pytest.raises(ParamError, match="replication.rule must be one of"):
+        settings_from_params(ReplicationSettings, {"rule": "sprt"}, "replication")
+    with pytest.raises(ParamError, match="replication.alpha must be > 0.0 and < 1.0"):
+        settings_from_params(ReplicationSettings, {"alpha": 1.5}, "replication")
