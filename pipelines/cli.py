@@ -41,6 +41,9 @@ _stage(
 )
 _stage("aggregate", "crisscross.pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
 _stage(
+    "plan", "crisscross.pipelines.plan", "pilot judgments → items and raters per type for target interval widths, cost, what a budget buys"
+)
+_stage(
     "positives",
     "crisscross.pipelines.positives",
     "VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",

@@ -171,23 +171,32 @@ def stages(dvc_yaml: Path, text: str | None = None) -> list[Stage]:
 
 def rewrite(dvc_yaml: Path, text: str) -> str:
     """``text`` (``dvc_yaml``'s content) with every stage's code deps replaced by the computed
-    ones, where its first code dep was."""
+    ones, where its first code dep was (after its data deps, for a stage that lists none yet)."""
     wanted = {stage.name: stage.wanted() for stage in stages(dvc_yaml, text)}
     out: list[str] = []
     current: str | None = None
+    section = ""  # the stage key the line is under: deps, params, outs …
     written: set[str] = set()
+    after_data: dict[str, tuple[int, str]] = {}  # stage → where its last data dep ends, and its indent
     for line in text.splitlines(keepends=True):
         if re.match(r"^\S", line):  # a top-level key (stages, metrics, plots) or comment
             current = None
         elif re.match(r"^  (\w[\w-]*):\s*$", line):
             current = line.strip().rstrip(":")
-        match = DEP_LINE.match(line)
+        elif re.match(r"^    (\w+):", line):
+            section = line.strip().split(":")[0]
+        match = DEP_LINE.match(line) if section == "deps" else None
         if current in wanted and match and is_code(match.group(2), dvc_yaml):
             if current not in written:
                 out.extend(f"{match.group(1)}- {path}\n" for path in wanted[current])
                 written.add(current)
             continue
         out.append(line)
+        if current in wanted and match:
+            after_data[current] = (len(out), match.group(1))
+    for name, (at, indent) in sorted(after_data.items(), key=lambda item: -item[1][0]):
+        if name not in written:
+            out[at:at] = [f"{indent}- {path}\n" for path in wanted[name]]
     return "".join(out)
 
 

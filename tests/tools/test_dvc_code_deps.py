@@ -47,3 +47,13 @@ def test_rewrite_replaces_only_the_code_deps() -> None:
     drifted = [s.name for s in tool.stages(dvc_yaml, stale) if s.listed != s.wanted()]
     assert drifted == ["filter", "derive"]
     assert tool.rewrite(dvc_yaml, stale) == text  # data deps, params and comments kept
+
+
+def test_a_new_stage_gets_its_code_deps_after_its_data_deps() -> None:
+    """A stage added with only its data deps: the code goes under ``deps``, never into ``outs``."""
+    dvc_yaml = ROOT / "dvc.yaml"
+    text = dvc_yaml.read_text(encoding="utf-8")
+    plan = next(s for s in tool.stages(dvc_yaml, text) if s.name == "plan")
+    bare = text.replace("".join(f"      - {path}\n" for path in plan.wanted()), "", 1)
+    assert [s.listed for s in tool.stages(dvc_yaml, bare) if s.name == "plan"] == [()]
+    assert tool.rewrite(dvc_yaml, bare) == text
