@@ -13,8 +13,9 @@ real ``agg_score`` of that type: the table shows both standard deviations.
 ``threshold`` rule from two judgments, ``alpha`` 0.1; rows for 0.05 and 0.2 too) does not ask for;
 ``keep`` the share of pairs whose label (mean ≥ threshold) is the one all five give; ``rho`` the
 Spearman correlation of the adaptive means with the five-rater means; ``rho 5|5`` the same between
-two independent five-rater panels, the design's own test–retest; ``wrong side`` the share of pairs
-stopped early whose label differs from their true mean's, against the rule's bound ``alpha``.
+two independent five-rater panels, the design's own test–retest; ``wrong side`` the share of the pairs
+stopped early whose label is not their true mean's.  The rule bounds each pair's chance of
+stopping on the wrong side by ``alpha``; this share, among stopped pairs only, is a check beside it.
 ``--quick``: 5,000 pairs per type.
 """
 

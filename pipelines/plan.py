@@ -40,6 +40,12 @@ def write(planned: tuple[dict[str, Any], bool], out: str) -> None:
     io.write_bytes(io.join(out, "power.png"), power_curves_png(plan, simulated=simulated))
 
 
+def _cost(design: dict[str, Any]) -> str:
+    if design["rater_hours"] is None:
+        return "time unknown (the pilot has no seconds)"
+    return f"{design['rater_hours']:,} h, {design['cost']:,} {design['currency']}"
+
+
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     import json
 
@@ -50,18 +56,24 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         w = d["half_widths"]
         summary[kind] = (
             f"pilot {p['items']:,} items: rater sd {p['rater_sd']:.2f}, item sd {p['item_sd']:.2f} → {d['items']:,} items × "
-            f"{d['replicas']} raters = {d['judgments']:,} judgments, {d['rater_hours']:,} h, {d['cost']:,} {d['currency']}; "
+            f"{d['replicas']} raters = {d['judgments']:,} judgments, {_cost(d)}; "
             f"± item {w['item_score']}, positive rate {w['positive_rate']}, alpha {w['alpha']}, Spearman {w['spearman']}"
         )
         if entry["replicas_for_item_target"] is None:
             summary[kind] += f" (the item target needs more than plan.max_replicas = {d['replicas']})"
+        unreachable = [target for target, items in entry["items_for"].items() if items is None]
+        if unreachable:
+            summary[kind] += f" ({', '.join(unreachable)}: not reached with any number of items)"
         if "budget" in entry:
             b = entry["budget"]
             summary[f"{kind} budget"] = (
-                f"{b['judgments']:,} judgments buy {b['items']:,} items: ± positive rate {b['half_widths']['positive_rate']}"
+                b.get("note")
+                or f"{b['judgments']:,} judgments buy {b['items']:,} items: ± positive rate {b['half_widths']['positive_rate']}"
             )
     total = plan["total"]
-    summary["total"] = f"{total['judgments']:,} judgments, {total['rater_hours']:,} rater-hours, {total['cost']:,} {total['currency']}"
+    summary["total"] = f"{total['judgments']:,} judgments, " + (
+        "time unknown" if total["rater_hours"] is None else f"{total['rater_hours']:,} rater-hours, {total['cost']:,} {total['currency']}"
+    )
     if plan["simulated"]:
         summary["simulated"] = "planned from a SIMULATED pilot, not people"
     summary["rejected"] = stage.rejected_line(len(done.quarantine))

@@ -7,7 +7,7 @@ raters' share of it), the positive rate, and the median seconds per judgment.  T
 the confidence intervals a design (``items`` × ``replicas``) gives then follow:
 
 * an item's score: ``z · rater_sd / sqrt(replicas)``;
-* the positive rate: ``z · sqrt(p (1 - p) / items)``;
+* the positive rate: Wilson's interval at the pilot's rate (Wald's ``z · sqrt(p (1 - p) / items)`` where ``p`` is moderate);
 * a model's Spearman with the human means (CxC's bootstrap comparison): Fisher's ``z`` interval with
   Bonett and Wright's variance ``(1 + ρ²/2) / (items - 3)`` around ``ρ = expected_spearman``;
 * Krippendorff's interval alpha: no closed form, so ``resamples`` panels of the design are drawn
@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from crisscross.aggregate.plots import png_bytes
 from crisscross.core.rng import generator
@@ -96,6 +95,8 @@ def estimate_pilot(judgments: pd.DataFrame) -> dict[str, Pilot]:
 
 
 def _z(confidence: float) -> float:
+    from scipy.stats import norm  # on use: the stage command starts without scipy
+
     return float(norm.ppf(0.5 + confidence / 2))
 
 
@@ -104,8 +105,10 @@ def item_half_width(pilot: Pilot, replicas: int, confidence: float) -> float:
 
 
 def positive_rate_half_width(pilot: Pilot, items: int, confidence: float) -> float:
-    p = pilot.positive_rate
-    return _z(confidence) * math.sqrt(p * (1 - p) / items)
+    """Wilson's half width at the pilot's rate: Wald's where the rate is moderate, and not zero for
+    a pilot without positives (or without negatives), which Wald's would promise from two items."""
+    z, p = _z(confidence), pilot.positive_rate
+    return z / (1 + z**2 / items) * math.sqrt(p * (1 - p) / items + z**2 / (4 * items**2))
 
 
 def spearman_half_width(rho: float, items: int, confidence: float) -> float:
@@ -188,7 +191,15 @@ def plan_type(pilot: Pilot, settings: PlanSettings, seed: int) -> dict[str, obje
         "design": design(pilot, items, planned_replicas, settings, alpha),
     }
     if settings.budget_judgments:
-        planned["budget"] = design(pilot, max(settings.budget_judgments // planned_replicas, 4), planned_replicas, settings, alpha)
+        affordable = settings.budget_judgments // planned_replicas
+        planned["budget"] = (
+            design(pilot, affordable, planned_replicas, settings, alpha)
+            if affordable >= 4
+            else {
+                "items": affordable,
+                "note": f"{settings.budget_judgments} judgments buy fewer than 4 items at {planned_replicas} replicas",
+            }
+        )
     return planned
 
 
@@ -196,13 +207,13 @@ def design(pilot: Pilot, items: int, replicas: int, settings: PlanSettings, alph
     """What ``items`` × ``replicas`` costs and the half widths it gives."""
     c = settings.confidence
     judgments = items * replicas
-    hours = judgments * pilot.seconds_per_judgment / 3600 if math.isfinite(pilot.seconds_per_judgment) else math.nan
+    hours = judgments * pilot.seconds_per_judgment / 3600 if math.isfinite(pilot.seconds_per_judgment) else None  # a pilot without times
     return {
         "items": items,
         "replicas": replicas,
         "judgments": judgments,
-        "rater_hours": round(hours, 2),
-        "cost": round(hours * settings.pay_per_hour, 2),
+        "rater_hours": None if hours is None else round(hours, 2),
+        "cost": None if hours is None else round(hours * settings.pay_per_hour, 2),
         "currency": settings.currency,
         "half_widths": {
             "item_score": round(item_half_width(pilot, replicas, c), 4),
@@ -218,13 +229,14 @@ def plan_campaign(judgments: pd.DataFrame, settings: PlanSettings, seed: int) ->
     """The plan of every rating type in the pilot, and the totals."""
     types = {kind: plan_type(pilot, settings, seed) for kind, pilot in estimate_pilot(judgments).items()}
     designs = [t["design"] for t in types.values()]
+    timed = all(d["rater_hours"] is not None for d in designs)
     return {
         "settings": asdict(settings),
         "types": types,
         "total": {
             "judgments": sum(d["judgments"] for d in designs),
-            "rater_hours": round(sum(d["rater_hours"] for d in designs), 2),
-            "cost": round(sum(d["cost"] for d in designs), 2),
+            "rater_hours": round(sum(d["rater_hours"] for d in designs), 2) if timed else None,
+            "cost": round(sum(d["cost"] for d in designs), 2) if timed else None,
             "currency": settings.currency,
         },
     }

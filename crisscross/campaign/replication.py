@@ -88,8 +88,9 @@ def decide(scores: np.ndarray, task_type: str, replicas: int, settings: Replicat
     threshold = POSITIVE_THRESHOLDS[task_type]
     rater_sd = settings.rater_sd.get(task_type)
     rule = STOP_RULES[settings.rule]
-    looks = max(replicas - settings.min_judgments + 1, 1)
-    for n in range(settings.min_judgments, min(len(scores), replicas) + 1):
+    first = min(settings.min_judgments, replicas)
+    looks = replicas - first + 1
+    for n in range(first, min(len(scores), replicas) + 1):
         mean = float(np.mean(scores[:n]))
         if n >= replicas:
             return Decision(n, False, mean, f"the ceiling of {replicas} judgments")
@@ -118,9 +119,9 @@ def replication_decisions(judgments: pd.DataFrame, replicas: int, settings: Repl
 def rater_sd_from_repeats(scores: pd.DataFrame, raters: int) -> float:
     """One rater's spread from items published twice, each time as a mean of ``raters`` judgments
     (``scores``: item_id, score; CxC's SIS lists 2,863 test pairs in both orders): two independent
-    means differ with variance ``2 * sd**2 / raters``."""
+    means differ with variance ``2 * sd**2 / raters`` (their difference has mean 0, whichever comes first)."""
     twice = scores.groupby("item_id")["score"].agg(list)
     differences = np.asarray([s[0] - s[1] for s in twice if len(s) == 2], dtype=np.float64)
     if len(differences) < 2:
         raise ValueError(f"needs items with two published means, got {len(differences)}")
-    return float(np.sqrt(raters * differences.var() / 2))
+    return float(np.sqrt(raters * np.mean(differences**2) / 2))

@@ -6,19 +6,23 @@ regression into one score for "people call it positive".  Two cuts on that score
 certified on the audit (:func:`certified_cut`): above the positive cut, the Clopper–Pearson upper
 bound (confidence ``1 - delta``) on the share of pairs people call negative is at most
 ``max_error``; below the negative cut, likewise for positives.  Cuts are tried in a fixed sequence,
-from the most extreme audit score inward in steps of ``step`` pairs, and the first that fails ends
-the sequence, so the chance that the accepted cut's error rate exceeds ``max_error`` is at most
+from the most extreme audit score inward in steps of ``step`` pairs, starting at the count where one
+disagreement can still pass (:func:`fewest_audited`), and the first that fails ends the sequence, so the chance that the accepted cut's error rate exceeds ``max_error`` is at most
 ``delta`` with no correction for the many cuts tried (the fixed-sequence procedure).
 
 The audit's scores are cross-fitted (``folds``): each audited pair is scored by a fit that did not
-see it, so the certificate does not take credit for the fit's own optimism.  The fit on the whole
-audit then scores every other pair; those beyond a cut are labelled by the machine, each with its
-score, the cut and the bound as the reason a reviewer can check (:class:`TypeTriage`).  Pairs
-between the cuts, and pairs without a signal, go to people.
+see it, so the certificate does not take credit for the fit's own optimism, and every other pair
+is scored by the average of those fits (a linear score: the fits' weights averaged), so the scores
+cut are of the kind the cuts were certified on.  Pairs beyond a cut are labelled by the machine,
+each with its score, the cut and the bound as the reason a reviewer can check (:class:`TypeTriage`).
+Each side's cut is certified on its own, at ``delta``: the positive and the negative labels are
+disjoint sets, each with its error rate bounded.  Pairs between the cuts, pairs without a signal,
+and every pair of a type whose audit is too small to certify a cut, go to people.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,12 +52,11 @@ class TriageSettings:
 
 
 def audit_sample(item_ids: pd.Series, share: float, seed: int, task_type: str) -> np.ndarray:
-    """Which items people rate first: a seeded ``share`` of the type's items, by item id, so the
-    sample does not depend on row order."""
-    order = np.argsort(item_ids.to_numpy(dtype=object), kind="stable")
-    draws = np.empty(len(item_ids))
-    draws[order] = generator(seed, "audit", task_type).random(len(item_ids))
-    return draws < share
+    """Which items people rate first: a seeded ``share`` of the type's items, each item's draw its
+    own (a hash of the seed, the type and its id), so the sample depends neither on row order nor
+    on which other items exist: items added later leave the audit of the earlier ones as it was."""
+    draws = [int.from_bytes(hashlib.blake2b(f"{seed}/audit/{task_type}/{item}".encode(), digest_size=8).digest()) for item in item_ids]
+    return np.asarray(draws, dtype=np.float64) / 2.0**64 < share
 
 
 def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) -> tuple[np.ndarray, float]:
@@ -92,18 +95,37 @@ class Cut:
     bound: float
 
 
+def fewest_audited(settings: TriageSettings) -> int:
+    """Where the sequence of cuts starts: the fewest audit pairs on which one disagreement still
+    passes (315 at the defaults; a flawless cut would pass from 199), so that a single early
+    disagreement cannot end the sequence at its first cut.  It depends on the settings alone, as a
+    fixed sequence must."""
+    low = math.ceil(math.log(settings.delta) / math.log(1 - settings.max_error))  # a flawless cut's fewest
+    high = 2 * low
+    while error_bound(1, high, settings.delta) > settings.max_error:
+        high *= 2
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if error_bound(1, middle, settings.delta) > settings.max_error else (low, middle)
+    return low
+
+
 def certified_cut(scores: np.ndarray, positive: np.ndarray, side: int, settings: TriageSettings) -> Cut | None:
     """The most inclusive cut of the fixed sequence whose bound is at most ``max_error`` (None when
-    even the most extreme fails, or the audit is too small for any cut to pass)."""
+    even the most extreme fails, or the audit is too small for any cut to pass).  A cut takes in
+    every audit pair tied with its last one, as labelling will."""
     order = np.argsort(-scores if side == POSITIVE else scores, kind="stable")
+    ranked = scores[order]
     wrong = np.cumsum(positive[order] != (side == POSITIVE))
-    first = math.ceil(math.log(settings.delta) / math.log(1 - settings.max_error))  # fewest pairs a flawless cut needs
     accepted = None
-    for k in range(first, len(order) + 1, settings.step):
+    for step in range(fewest_audited(settings), len(order) + 1, settings.step):
+        k = step
+        while k < len(ranked) and ranked[k] == ranked[k - 1]:
+            k += 1  # the cut takes in every pair tied with its last one
         bound = error_bound(int(wrong[k - 1]), k, settings.delta)
         if bound > settings.max_error:
             break
-        accepted = Cut(side, float(scores[order[k - 1]]), k, int(wrong[k - 1]), bound)
+        accepted = Cut(side, float(ranked[k - 1]), k, int(wrong[k - 1]), bound)
     return accepted
 
 
@@ -120,6 +142,7 @@ class TypeTriage:
     cuts: dict[int, Cut] = field(default_factory=dict)
     audited: int = 0
     audited_positive: int = 0
+    note: str = ""  # why no cut could be certified, when none was
 
     def score(self, signals: pd.DataFrame) -> np.ndarray:
         """The log-odds that people call each pair positive (NaN where a signal is missing)."""
@@ -139,7 +162,7 @@ class TypeTriage:
     def reason(self, score: float, label: int) -> str:
         """Why a pair got its label: the score against the cut, and what the audit says of that cut."""
         if label == TO_PEOPLE:
-            return "no signal" if math.isnan(score) else f"score {score:.3f} between the cuts"
+            return "no signal" if math.isnan(score) else self.note or f"score {score:.3f} between the cuts"
         cut = self.cuts[label]
         sign = "≥" if label == POSITIVE else "≤"
         return (
@@ -154,6 +177,7 @@ class TypeTriage:
             "audited_positive": self.audited_positive,
             "signals": dict(zip(self.signals, (round(float(w), 6) for w in self.weights), strict=True)),
             "intercept": round(self.intercept, 6),
+            "note": self.note,
             "cuts": {
                 SIDES[side]: {"score": round(cut.score, 6), "audited": cut.audited, "errors": cut.errors, "bound": round(cut.bound, 6)}
                 for side, cut in sorted(self.cuts.items())
@@ -162,26 +186,38 @@ class TypeTriage:
 
 
 def fit_triage(task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int) -> TypeTriage:
-    """Fit on the audited pairs (``signals`` rows with every signal, ``positive`` their human label)."""
+    """Fit on the audited pairs (``signals`` rows with every signal, ``positive`` their human label).
+    An audit too small for any cut, or of one class only, gives a triage that sends every pair to people."""
     x = signals.to_numpy(np.float64)
     y = np.asarray(positive, dtype=np.float64)
-    if len(x) == 0 or np.isnan(x).any():
+    if np.isnan(x).any():
         raise ValueError(
-            f"{task_type}: triage needs audited pairs with every signal, got {len(x)} rows ({int(np.isnan(x).any(axis=1).sum())} with a gap)"
+            f"{task_type}: triage fits on audited pairs with every signal; {int(np.isnan(x).any(axis=1).sum())} rows have a gap"
         )
+    names, labels = tuple(signals.columns), y.astype(bool)
+    if len(x) < fewest_audited(settings) or labels.all() or not labels.any():
+        note = (
+            f"audit too small: {len(x)} audited pairs with every signal ({int(labels.sum())} positive); "
+            f"a cut needs at least {fewest_audited(settings)} and both labels"
+        )
+        zeros = np.zeros(len(names))
+        return TypeTriage(task_type, names, zeros, np.ones(len(names)), zeros, 0.0, {}, len(x), int(labels.sum()), note)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     z = (x - mean) / scale
     folds = generator(seed, "triage-folds", task_type).integers(settings.folds, size=len(z))
     held_out = np.empty(len(z))
+    fits = []
     for fold in range(settings.folds):
         test = folds == fold
         weights, intercept = logistic_fit(z[~test], y[~test], settings.l2)
         held_out[test] = z[test] @ weights + intercept
-    weights, intercept = logistic_fit(z, y, settings.l2)
-    labels = y.astype(bool)
+        fits.append((weights, intercept))
+    weights = np.mean([w for w, _ in fits], axis=0)
+    intercept = float(np.mean([b for _, b in fits]))
     cuts = {side: cut for side in (POSITIVE, NEGATIVE) if (cut := certified_cut(held_out, labels, side, settings)) is not None}
-    return TypeTriage(task_type, tuple(signals.columns), mean, scale, weights, intercept, cuts, len(z), int(labels.sum()))
+    note = "" if cuts else f"no cut certified: the audit's {len(x)} pairs do not bound an error rate of {settings.max_error} at either end"
+    return TypeTriage(task_type, names, mean, scale, weights, intercept, cuts, len(x), int(labels.sum()), note)
 
 
 @dataclass(frozen=True)
@@ -219,8 +255,10 @@ def triage(
         labels = np.where(audit, np.where(truth, POSITIVE, NEGATIVE), fit.label(scores)).astype(np.int8)
         labels[audit & ~known] = TO_PEOPLE
         reasons = [
-            "audit: rated by people" if is_audit else fit.reason(float(score), int(label))
-            for is_audit, score, label in zip(audit, scores, labels, strict=True)
+            ("audit: rated by people" if is_known else "audit: awaiting people's rating")
+            if is_audit
+            else fit.reason(float(score), int(label))
+            for is_audit, is_known, score, label in zip(audit, known, scores, labels, strict=True)
         ]
         parts.append(
             pd.DataFrame(

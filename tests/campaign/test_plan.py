@@ -96,7 +96,9 @@ def test_the_plan_meets_every_target_at_the_least_cost_it_finds() -> None:
     sts = plan["types"][STS]
     replicas = sts["replicas_for_item_target"]
     assert (
-        item_half_width(estimate_pilot(frame)[STS], replicas, 0.95) <= 0.75 < item_half_width(estimate_pilot(frame)[STS], replicas - 1, 0.95)
+        item_half_width(estimate_pilot(frame)[STS], replicas, 0.95)
+        <= 0.75
+        < item_half_width(estimate_pilot(frame)[STS], replicas - 1, 0.95)
     )
     d = sts["design"]
     assert d["items"] == max(n for n in sts["items_for"].values() if n is not None)
@@ -106,3 +108,14 @@ def test_the_plan_meets_every_target_at_the_least_cost_it_finds() -> None:
     assert sts["budget"]["items"] == 6000 // replicas and sts["budget"]["half_widths"]["positive_rate"] > widths["positive_rate"]
     assert plan["total"]["judgments"] == sum(t["design"]["judgments"] for t in plan["types"].values())
     assert plan_campaign(pd.concat([frame, other]), settings, SEED) == plan  # seeded
+
+
+def test_a_pilot_without_positives_or_times_still_plans() -> None:
+    rng = np.random.default_rng(SEED)
+    frame, _ = pilot_frame(rng)
+    frame = frame.assign(score=frame["score"].clip(upper=2.0), seconds=np.nan)  # nothing reaches 3; no tool said the time
+    plan = plan_campaign(frame, PlanSettings(budget_judgments=5), SEED)
+    sts = plan["types"][STS]
+    assert sts["pilot"]["positive_rate"] == 0.0 and sts["items_for"]["positive_rate"] > 90  # not "two items suffice"
+    assert sts["design"]["rater_hours"] is None and plan["total"]["cost"] is None
+    assert sts["budget"]["note"].startswith("5 judgments buy fewer than 4 items")

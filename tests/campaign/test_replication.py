@@ -70,3 +70,16 @@ def test_settings_are_checked_like_every_section() -> None:
         settings_from_params(ReplicationSettings, {"rule": "sprt"}, "replication")
     with pytest.raises(ParamError, match="replication.alpha must be > 0.0 and < 1.0"):
         settings_from_params(ReplicationSettings, {"alpha": 1.5}, "replication")
+
+
+def test_a_ceiling_below_the_minimum_is_the_ceiling() -> None:
+    settings = ReplicationSettings(min_judgments=3, rater_sd=SD)
+    d = decide(np.array([0.0]), STS, 1, settings)
+    assert (d.used, d.stopped, d.reason) == (1, False, "the ceiling of 1 judgments")
+
+
+def test_the_rater_spread_does_not_depend_on_which_copy_comes_first() -> None:
+    rows = [("a", 1.0), ("a", 2.0), ("b", 4.0), ("b", 3.2), ("c", 0.5), ("c", 0.1)]
+    flipped = [rows[1], rows[0], rows[2], rows[3], rows[5], rows[4]]
+    one, two = (rater_sd_from_repeats(pd.DataFrame(r, columns=["item_id", "score"]), 5) for r in (rows, flipped))
+    assert one == pytest.approx(two) == pytest.approx(math.sqrt(5 * np.mean([1.0, 0.64, 0.16]) / 2))

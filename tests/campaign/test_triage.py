@@ -20,6 +20,7 @@ from crisscross.campaign.triage import (
     audit_sample,
     certified_cut,
     error_bound,
+    fewest_audited,
     logistic_fit,
     triage,
 )
@@ -44,36 +45,54 @@ def test_the_bound_is_the_exact_one_sided_binomial_bound() -> None:
             binomtest(errors, n).proportion_ci(confidence_level=0.90, method="exact").high
         )  # its upper end is the 95% one-sided bound
         assert error_bound(errors, n, 0.05) == pytest.approx(two_sided, rel=1e-9)
-    assert error_bound(0, 198, 0.05) > 0.015 > error_bound(0, 199, 0.05)  # why a cut needs 199 flawless pairs at the defaults
+    assert error_bound(0, 198, 0.05) > 0.015 > error_bound(0, 199, 0.05)  # a flawless cut needs 199 pairs at the defaults
     assert error_bound(5, 5, 0.05) == 1.0
 
 
 def test_cuts_run_in_a_fixed_sequence_and_stop_at_the_first_failure() -> None:
     settings = TriageSettings(max_error=0.015, delta=0.05, step=10)
+    assert fewest_audited(settings) == 315  # where one disagreement still passes (a flawless cut: 199)
     scores = np.linspace(10, -10, 2000)  # in descending order: the sequence walks it from the top
     positive = np.ones(2000, dtype=bool)
     positive[1000:] = False  # the lower half negative
-    cut = certified_cut(scores, positive, POSITIVE, settings)
-    assert cut is not None and cut.errors == 0 and cut.audited == 1000 - 1  # 199, 209, …: the last step before the negatives
-    assert cut.score == pytest.approx(scores[cut.audited - 1]) and cut.bound == pytest.approx(error_bound(0, 999, 0.05))
-    positive[[300, 301, 302]] = False  # three errors early on: the cut at 309 fails, so the sequence ends there ...
-    cut = certified_cut(scores, positive, POSITIVE, settings)
-    assert cut is not None and cut.audited == 299 and cut.errors == 0
-    assert error_bound(3, 999, 0.05) <= 0.015  # ... although a later cut would have passed: it is never tried
-    early = positive.copy()
-    early[[10, 20, 30, 40]] = False  # four errors among the first 199: no cut passes, whatever follows
-    assert certified_cut(scores, early, POSITIVE, settings) is None
+    cut = certified_cut(scores, positive, POSITIVE, settings)  # 315, 325, …, 995 clean; 1005 holds 5 negatives (bound 1.04%)
+    assert cut is not None and (cut.audited, cut.errors) == (1005, 5) and cut.score == pytest.approx(scores[1004])
+    assert cut.bound == pytest.approx(error_bound(5, 1005, 0.05)) and error_bound(15, 1015, 0.05) > 0.015  # the next one fails
     negative_cut = certified_cut(scores, positive, NEGATIVE, settings)
-    assert negative_cut is not None and negative_cut.errors == 0 and negative_cut.audited == 999
+    assert negative_cut is not None and (negative_cut.audited, negative_cut.errors) == (1005, 5)
+    positive[[400, 401, 402]] = False  # three disagreements early on: the cut at 405 fails, so the sequence ends there ...
+    cut = certified_cut(scores, positive, POSITIVE, settings)
+    assert cut is not None and (cut.audited, cut.errors) == (395, 0)
+    assert error_bound(3, 995, 0.05) <= 0.015  # ... although a later cut would have passed: it is never tried
+    early = positive.copy()
+    early[[10, 20, 30, 40]] = False  # four among the first 315: not even the first cut passes
+    assert certified_cut(scores, early, POSITIVE, settings) is None
+    tied = np.round(scores, 0)  # whole-number scores: a cut takes in every pair tied with its last one
+    cut = certified_cut(tied, np.ones(2000, dtype=bool), POSITIVE, settings)
+    assert cut is not None and (tied > cut.score).sum() < cut.audited == (tied >= cut.score).sum()
 
 
-def test_the_audit_is_seeded_by_item_and_type_not_by_row_order() -> None:
+def test_an_audit_too_small_to_certify_sends_the_type_to_people() -> None:
+    space, image_of = _space("toy")
+    pairs = pd.DataFrame(
+        {"item_id": ["sts:1", "sts:2"], "task_type": STS, "id_a": ["coco:cap:0", "coco:cap:3"], "id_b": ["coco:cap:1", "coco:cap:4"]}
+    )
+    done = triage(pairs, {"sts:1": True, "sts:2": False}, [space], image_of, TriageSettings(audit_share=0.5), SEED)
+    assert (done.decisions.loc[~done.decisions["audit"], "label"] == TO_PEOPLE).all() and not done.fits[STS].cuts
+    assert done.fits[STS].note.startswith("audit too small")
+    assert done.decisions.loc[~done.decisions["audit"], "reason"].str.startswith("audit too small").all()
+
+
+def test_the_audit_is_drawn_per_item_so_rows_and_other_items_do_not_move_it() -> None:
     items = pd.Series([f"sts:{i:05d}" for i in range(5000)])
     audit = audit_sample(items, 0.1, SEED, STS)
     shuffled = items.sample(frac=1.0, random_state=1)
     again = pd.Series(audit_sample(shuffled, 0.1, SEED, STS), index=shuffled.index).sort_index().to_numpy()
     assert np.array_equal(audit, again) and 450 < audit.sum() < 550
-    assert not np.array_equal(audit, audit_sample(items, 0.1, SEED, SIS))
+    assert np.array_equal(audit_sample(items[:3000], 0.1, SEED, STS), audit[:3000])  # items added later change nothing
+    assert not np.array_equal(audit, audit_sample(items, 0.1, SEED, SIS)) and not np.array_equal(
+        audit, audit_sample(items, 0.1, SEED + 1, STS)
+    )
 
 
 def _space(name: str, dims: int = 8) -> tuple[TextSpace, dict[str, str]]:
@@ -110,10 +129,10 @@ def test_each_rating_type_has_its_signals() -> None:
 
 
 def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
-    """A synthetic STS collection: 6,000 pairs of captions whose caption-vector cosine drives what
+    """A synthetic STS collection: 12,000 pairs of captions whose caption-vector cosine drives what
     people say; the machine labels the clear ends and agrees with people there as certified."""
     rng = np.random.default_rng(SEED)
-    n = 12_000
+    n = 24_000
     captions = [f"coco:cap:{k}" for k in range(n)]
     image_of = {c: f"coco:img:{k // 2}" for k, c in enumerate(captions)}
     base = rng.normal(size=(n // 2, 16))

@@ -25,6 +25,7 @@ STAGES = (
     "tasks",
     "annotate",
     "aggregate",
+    "plan",
     "positives",
     "evaluate",
     "release",

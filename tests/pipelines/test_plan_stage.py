@@ -15,7 +15,7 @@ from crisscross.formats.schema import SIS, STS
 from crisscross.pipelines.cli import main as cli
 
 
-def write_pilot(folder: Path, simulated: bool = False) -> Path:
+def write_pilot(folder: Path, simulated: bool = False, timed: bool = True) -> Path:
     rng = np.random.default_rng(4)
     rows = []
     for kind, rater_sd in ((STS, 0.9), (SIS, 0.7)):
@@ -31,7 +31,7 @@ def write_pilot(folder: Path, simulated: bool = False) -> Path:
                         "worker": f"w{worker}",
                         "score": float(np.clip(true + rater_sd * rng.standard_normal(), 0, 5)),
                         "answer": None,
-                        "seconds": 20.0 + worker,
+                        "seconds": 20.0 + worker if timed else None,
                         "time": None,
                         "batch_id": "b1",
                         "source": "simulate" if simulated else "people",
@@ -76,3 +76,12 @@ def test_bad_plan_params_are_one_line(tmp_path: Path, capsys) -> None:
         assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert cli(["plan", "--in", str(tmp_path), "--out", str(tmp_path / "y")]) == 2
     assert "run the annotate stage first" in capsys.readouterr().err
+
+
+def test_a_pilot_without_times_plans_its_items_and_says_the_time_is_unknown(tmp_path: Path, capsys) -> None:
+    """A replayed release has no seconds per judgment: the design stands, its cost is unknown."""
+    pilot = write_pilot(tmp_path / "pilot", timed=False)
+    assert cli(["plan", "--in", str(pilot), "--out", str(tmp_path / "a")]) == 0
+    assert "time unknown (the pilot has no seconds)" in capsys.readouterr().out
+    plan = json.loads((tmp_path / "a" / "plan.json").read_text())
+    assert plan["total"]["rater_hours"] is None and plan["types"][STS]["design"]["items"] > 0
