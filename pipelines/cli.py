@@ -40,6 +40,7 @@ _stage(
     "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
 )
 _stage("aggregate", "crisscross.pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
+_stage("triage", "crisscross.pipelines.triage", "tasks + people's audit → machine labels beyond certified cuts, the rest still for people")
 _stage(
     "plan", "crisscross.pipelines.plan", "pilot judgments → items and raters per type for target interval widths, cost, what a budget buys"
 )

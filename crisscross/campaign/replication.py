@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from crisscross.core.settings import setting
 from crisscross.formats.schema import POSITIVE_THRESHOLDS
@@ -56,8 +55,14 @@ class Look:
     threshold: float
 
 
+def _quantile(p: float) -> float:
+    from scipy.stats import norm  # on use: commands that import the rules start without scipy
+
+    return float(norm.ppf(p))
+
+
 def threshold_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]:
-    z = float(norm.ppf(1 - settings.alpha / look.looks))
+    z = _quantile(1 - settings.alpha / look.looks)
     margin = z * look.rater_sd / math.sqrt(look.judgments)
     side = "≥" if look.mean >= look.threshold else "<"
     decided = abs(look.mean - look.threshold) >= margin
@@ -65,7 +70,7 @@ def threshold_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str
 
 
 def ci_width_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]:
-    half = float(norm.ppf(1 - settings.alpha / 2)) * look.rater_sd / math.sqrt(look.judgments)
+    half = _quantile(1 - settings.alpha / 2) * look.rater_sd / math.sqrt(look.judgments)
     return half <= settings.half_width, f"interval ±{half:.2f} (needs ±{settings.half_width:g})"
 
 

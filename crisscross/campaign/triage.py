@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta
 
-from crisscross.campaign.signals import TextSpace, pair_signals
+from crisscross.campaign.signals import SIGNALS, TextSpace, pair_signals
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 
 POSITIVE, NEGATIVE, TO_PEOPLE = 1, 0, -1  # a pair's triage label
+SIGNAL_TYPES = tuple(SIGNALS)  # the task types the machine has signals for
 SIDES = {POSITIVE: "positive", NEGATIVE: "negative"}
 
 
@@ -49,6 +49,7 @@ class TriageSettings:
     folds: int = setting(5, low=2)  # cross-fitting of the audit's scores
     l2: float = setting(1.0, low=0.0)  # ridge penalty of the logistic regression on standardised signals
     step: int = setting(10, low=1)  # audited pairs between cuts tried
+    encoders: tuple[str, ...] = ("use-m3", "bow-glove50")  # whose signals (crisscross.campaign.signals) the triage stage reads
 
 
 def audit_sample(item_ids: pd.Series, share: float, seed: int, task_type: str) -> np.ndarray:
@@ -80,6 +81,8 @@ def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) 
 
 def error_bound(errors: int, n: int, delta: float) -> float:
     """Clopper–Pearson upper bound, confidence ``1 - delta``, on an error rate seen as ``errors`` of ``n``."""
+    from scipy.stats import beta  # on use: the stage command starts without scipy
+
     return 1.0 if errors >= n else float(beta.ppf(1 - delta, errors + 1, n - errors))
 
 
@@ -274,3 +277,68 @@ def triage(
         )
         fits[task_type] = fit
     return Triaged(pd.concat(parts, ignore_index=True), fits)
+
+
+PEOPLE, MACHINE, OPEN = "people", "machine", "open"  # who decided an item, or that it awaits people
+
+
+@dataclass(frozen=True)
+class TriagedRound:
+    """A round's items after triage: every item's fate, the machine's labels, the rows still for people."""
+
+    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, score, label, decided_by, checked, reason
+    machine_labels: pd.DataFrame  # the machine's labels in use (items people did not rate), with their provenance
+    open_tasks: pd.DataFrame  # tasks rows of the items that still need people, with their batches' gold items
+    fits: dict[str, TypeTriage]
+
+
+def triage_round(
+    tasks: pd.DataFrame,
+    people: Mapping[str, bool],
+    spaces: Sequence[TextSpace],
+    image_of: Mapping[str, str],
+    settings: TriageSettings,
+    seed: int,
+) -> TriagedRound:
+    """Triage a round's tasks table (its gold items serve quality control and stay out) given what
+    people have labelled so far (``people``: item id → positive).  An item is decided by people once
+    they labelled it, by the machine beyond a certified cut, and is otherwise open: the audit first,
+    then the band between the cuts.  Where people rated an item the machine would have labelled,
+    their label stands and ``checked`` says whether the machine agreed."""
+    items = tasks[(tasks["gold"] == "") & tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
+    done = triage(items[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, seed)
+    d = done.decisions.merge(items[["item_id", "id_a", "id_b"]], on="item_id", how="left")
+    known = d["item_id"].isin(list(people)).to_numpy()
+    machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != TO_PEOPLE)
+    d["decided_by"] = np.where(known, PEOPLE, np.where(machine, MACHINE, OPEN))
+    d["checked"] = [
+        bool(people[item]) == (label == POSITIVE) if by_machine and item in people else None
+        for item, label, by_machine in zip(d["item_id"], d["label"], machine, strict=True)
+    ]
+    d.loc[known & ~d["audit"].to_numpy(), "reason"] = [
+        f"rated by people; the machine said: {why}" if by_machine else "rated by people"
+        for why, by_machine in zip(d.loc[known & ~d["audit"].to_numpy(), "reason"], machine[known & ~d["audit"].to_numpy()], strict=True)
+    ]
+    labelled = d[machine & ~known].assign(positive=lambda f: f["label"] == POSITIVE)
+    cut_of = {(kind, side): cut for kind, fit in done.fits.items() for side, cut in fit.cuts.items()}
+    provenance = pd.DataFrame(
+        [
+            {"cut": cut_of[(kind, side)].score, "bound": cut_of[(kind, side)].bound, "audited": cut_of[(kind, side)].audited}
+            for kind, side in zip(labelled["task_type"], labelled["label"], strict=True)
+        ],
+        columns=["cut", "bound", "audited"],
+        index=labelled.index,
+    )
+    machine_labels = pd.concat([labelled[["item_id", "task_type", "id_a", "id_b", "positive", "score"]], provenance], axis=1)
+    machine_labels["signals"] = [",".join(done.fits[kind].signals) for kind in machine_labels["task_type"]]
+    machine_labels["reason"] = labelled["reason"]
+    still_open = set(d.loc[d["decided_by"] == OPEN, "item_id"])
+    batches = set(tasks.loc[tasks["item_id"].isin(still_open), "batch_id"])
+    open_tasks = tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
+    columns = ["item_id", "task_type", "id_a", "id_b", "audit", "score", "label", "decided_by", "checked", "reason"]
+    return TriagedRound(
+        d[columns].sort_values("item_id", kind="stable").reset_index(drop=True),
+        machine_labels.sort_values("item_id").reset_index(drop=True),
+        open_tasks,
+        done.fits,
+    )

@@ -1,0 +1,96 @@
+"""``crisscross triage``: a round's tasks → which items the machine labels, and which still need people.
+
+``--in`` is a tasks stage output (``tasks.parquet``), ``--rated`` the aggregate outputs holding what
+people labelled so far (comma-separated; none before the audit is rated), ``--embeddings`` and
+``--items`` the embed and ingest outputs.  The ``triage:`` section sets the audit share, the error
+rate a machine label may have and its confidence (:class:`TriageSettings`).  Outputs
+``decisions.parquet`` (every item: audited, score, label, who decided it and why),
+``machine_labels.parquet`` (the machine's labels in use, with the cut, its bound and the signals),
+``tasks.parquet`` (the items still for people, with their batches' gold items: ``annotate``'s input),
+``fits.json``, ``quarantine.parquet`` and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import apache_beam as beam
+import pyarrow as pa
+
+from crisscross.beam.triage import TriageRound
+from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE, TriagedRound, TriageSettings
+from crisscross.core import io
+from crisscross.formats.schema import TASKS_SCHEMA
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
+
+STAGE = "triage"
+DESCRIPTION = "Machine in the loop: fit on people's audit, label the pairs beyond certified cuts, leave the rest to people."
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rated", type=local_paths, default=[], help="aggregate outputs with people's labels so far (comma-separated)")
+    parser.add_argument("--embeddings", type=local_path, required=True, help="the embed output (the text encoders' caption vectors)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (which image each caption describes)")
+
+
+def local_paths(value: str) -> list[str]:
+    return [local_path(part) for part in value.split(",") if part]
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args(STAGE, DESCRIPTION, argv, TriageSettings, add_flags)
+    return run_stage(stage, build, report)
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
+    require(io.join(stage.flags.items, "captions.parquet"), "ingest")
+    inputs = {
+        "tasks": require(io.join(stage.inputs, "tasks.parquet"), "tasks"),
+        "rated": [require(io.join(folder, "rated.parquet"), "aggregate") for folder in stage.flags.rated],
+        "embeddings": stage.flags.embeddings,
+        "items": stage.flags.items,
+    }
+    outputs = pipeline | "Triage" >> TriageRound(inputs, stage.settings, stage.seed)
+    outputs.result | "Write" >> beam.Map(write, out)
+    write_quarantine(outputs.rejected, out, stage.root)
+
+
+def write(result: TriagedRound, out: str) -> None:
+    io.write_parquet(io.join(out, "decisions.parquet"), pa.Table.from_pandas(result.decisions, preserve_index=False))
+    io.write_parquet(io.join(out, "machine_labels.parquet"), pa.Table.from_pandas(result.machine_labels, preserve_index=False))
+    io.write_parquet(
+        io.join(out, "tasks.parquet"),
+        pa.Table.from_pandas(result.open_tasks[TASKS_SCHEMA.names], schema=TASKS_SCHEMA, preserve_index=False),
+    )
+    io.write_json(io.join(out, "fits.json"), io.strict_json({kind: fit.summary() for kind, fit in sorted(result.fits.items())}))
+
+
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    decisions = io.read_parquet(io.join(done.out, "decisions.parquet")).to_pandas()
+    fits = json.loads(io.read_bytes(io.join(done.out, "fits.json")))
+    per_type, summary = {}, {}
+    for kind, rows in decisions.groupby("task_type", sort=True):
+        by = rows["decided_by"].value_counts()
+        checked = rows["checked"].dropna()
+        facts = {
+            "items": len(rows),
+            "audit": int(rows["audit"].sum()),
+            PEOPLE: int(by.get(PEOPLE, 0)),
+            MACHINE: int(by.get(MACHINE, 0)),
+            OPEN: int(by.get(OPEN, 0)),
+            "checked": len(checked),
+            "checked_agree": int(checked.astype(bool).sum()),
+            "cuts": fits[kind]["cuts"],
+        }
+        per_type[kind] = facts
+        line = f"{facts['items']:,} items: audit {facts['audit']:,}; people {facts[PEOPLE]:,}, machine {facts[MACHINE]:,}, open {facts[OPEN]:,}"
+        if facts["checked"]:
+            line += f"; where people also rated, the machine agreed on {facts['checked_agree']:,} of {facts['checked']:,}"
+        summary[kind] = line + (f" ({fits[kind]['note']})" if fits[kind]["note"] else "")
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["outputs"] = (
+        f"decisions.parquet, machine_labels.parquet, tasks.parquet (still for people), fits.json in {stage.shown(stage.out)}"
+    )
+    return {"task_types": per_type, "rejected": done.rejected, "summary": summary}
