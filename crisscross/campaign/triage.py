@@ -300,14 +300,25 @@ def triage_round(
     settings: TriageSettings,
     seed: int,
 ) -> TriagedRound:
-    """Triage a round's tasks table (its gold items serve quality control and stay out) given what
-    people have labelled so far (``people``: item id → positive).  An item is decided by people once
+    """Triage a round's tasks table (its gold items serve quality control and stay out; types without
+    machine signals go to people whole) given what people have labelled so far (``people``: item id → positive).  An item is decided by people once
     they labelled it, by the machine beyond a certified cut, and is otherwise open: the audit first,
     then the band between the cuts.  Where people rated an item the machine would have labelled,
     their label stands and ``checked`` says whether the machine agreed."""
     items = tasks[(tasks["gold"] == "") & tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
     done = triage(items[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, seed)
     d = done.decisions.merge(items[["item_id", "id_a", "id_b"]], on="item_id", how="left")
+    unsignalled = tasks[(tasks["gold"] == "") & ~tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
+    if len(unsignalled):  # VERIFY, BISON's types: the machine has no signals for them, so people decide
+        d = pd.concat(
+            [
+                d,
+                unsignalled[["item_id", "task_type", "id_a", "id_b"]].assign(
+                    audit=False, score=np.nan, label=np.int8(TO_PEOPLE), reason="no machine signals for this task type"
+                ),
+            ],
+            ignore_index=True,
+        )
     known = d["item_id"].isin(list(people)).to_numpy()
     machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != TO_PEOPLE)
     d["decided_by"] = np.where(known, PEOPLE, np.where(machine, MACHINE, OPEN))

@@ -168,3 +168,26 @@ def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     assert again.sort_values("item_id").reset_index(drop=True).equals(done.decisions.sort_values("item_id").reset_index(drop=True))
     summary = fit.summary()
     assert summary["audited"] == int(d["audit"].sum()) and math.isfinite(summary["intercept"])
+
+
+def test_a_round_keeps_types_without_signals_and_gold_for_people() -> None:
+    from crisscross.campaign.triage import OPEN, PEOPLE, triage_round
+
+    space, image_of = _space("toy")
+    tasks = pd.DataFrame(
+        {
+            "item_id": ["sts:a", "verify:b", "gold:c", "sts:d"],
+            "task_type": [STS, "VERIFY", STS, STS],
+            "id_a": ["coco:cap:0", "coco:img:1", "coco:cap:3", "coco:cap:6"],
+            "id_b": ["coco:cap:1", "coco:cap:4", "coco:cap:9", "coco:cap:7"],
+            "sampling_method": ["c2c_isim", "machine", "gold", "c2c_isim"],
+            "gold": ["", "", "negative", ""],
+            "batch_id": ["b1", "b1", "b1", "b2"],
+            "position": [1, 2, 3, 1],
+        }
+    )
+    done = triage_round(tasks, {"sts:d": False}, [space], image_of, TriageSettings(), SEED)
+    fate = done.decisions.set_index("item_id")["decided_by"].to_dict()
+    assert fate == {"sts:a": OPEN, "verify:b": OPEN, "sts:d": PEOPLE}  # the gold item is QC, not an item to decide
+    assert list(done.open_tasks["item_id"]) == ["sts:a", "verify:b", "gold:c"]  # b1 is still open, so its gold stays
+    assert done.decisions.set_index("item_id").loc["verify:b", "reason"] == "no machine signals for this task type"
