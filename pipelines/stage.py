@@ -66,6 +66,11 @@ def local_path(value: str) -> str:
     return io.located(value)
 
 
+def local_paths(value: str) -> list[str]:
+    """The argparse ``type`` of a flag naming several folders, comma-joined: each absolute."""
+    return [local_path(part) for part in value.split(",") if part]
+
+
 def source_spec(value: str) -> str:
     """The argparse ``type`` of a ground-truth spec: a bare name (``coco``) as it is, the folders of
     ``name:folder[,folder…]`` absolute."""

@@ -23,7 +23,7 @@ from crisscross.beam.triage import TriageRound
 from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE, TriagedRound, TriageSettings
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
-from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, local_paths, parse_args, require, run_stage, write_quarantine
 
 STAGE = "triage"
 DESCRIPTION = "Machine in the loop: fit on people's audit, label the pairs beyond certified cuts, leave the rest to people."
@@ -33,10 +33,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rated", type=local_paths, default=[], help="aggregate outputs with people's labels so far (comma-separated)")
     parser.add_argument("--embeddings", type=local_path, required=True, help="the embed output (the text encoders' caption vectors)")
     parser.add_argument("--items", type=local_path, required=True, help="the ingest output (which image each caption describes)")
-
-
-def local_paths(value: str) -> list[str]:
-    return [local_path(part) for part in value.split(",") if part]
 
 
 def main(argv: list[str]) -> dict[str, Any]:

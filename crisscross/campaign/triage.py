@@ -326,23 +326,22 @@ def triage_round(
         bool(people[item]) == (label == POSITIVE) if by_machine and item in people else None
         for item, label, by_machine in zip(d["item_id"], d["label"], machine, strict=True)
     ]
-    d.loc[known & ~d["audit"].to_numpy(), "reason"] = [
+    rated_later = known & ~d["audit"].to_numpy()
+    d.loc[rated_later, "reason"] = [
         f"rated by people; the machine said: {why}" if by_machine else "rated by people"
-        for why, by_machine in zip(d.loc[known & ~d["audit"].to_numpy(), "reason"], machine[known & ~d["audit"].to_numpy()], strict=True)
+        for why, by_machine in zip(d.loc[rated_later, "reason"], machine[rated_later], strict=True)
     ]
-    labelled = d[machine & ~known].assign(positive=lambda f: f["label"] == POSITIVE)
-    cut_of = {(kind, side): cut for kind, fit in done.fits.items() for side, cut in fit.cuts.items()}
-    provenance = pd.DataFrame(
-        [
-            {"cut": cut_of[(kind, side)].score, "bound": cut_of[(kind, side)].bound, "audited": cut_of[(kind, side)].audited}
-            for kind, side in zip(labelled["task_type"], labelled["label"], strict=True)
-        ],
-        columns=["cut", "bound", "audited"],
-        index=labelled.index,
+    labelled = d[machine & ~known]
+    cuts = [done.fits[kind].cuts[side] for kind, side in zip(labelled["task_type"], labelled["label"], strict=True)]
+    machine_labels = labelled[["item_id", "task_type", "id_a", "id_b"]].assign(
+        positive=labelled["label"] == POSITIVE,
+        score=labelled["score"],
+        cut=[cut.score for cut in cuts],
+        bound=[cut.bound for cut in cuts],
+        audited=[cut.audited for cut in cuts],
+        signals=[",".join(done.fits[kind].signals) for kind in labelled["task_type"]],
+        reason=labelled["reason"],
     )
-    machine_labels = pd.concat([labelled[["item_id", "task_type", "id_a", "id_b", "positive", "score"]], provenance], axis=1)
-    machine_labels["signals"] = [",".join(done.fits[kind].signals) for kind in machine_labels["task_type"]]
-    machine_labels["reason"] = labelled["reason"]
     still_open = set(d.loc[d["decided_by"] == OPEN, "item_id"])
     batches = set(tasks.loc[tasks["item_id"].isin(still_open), "batch_id"])
     open_tasks = tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
