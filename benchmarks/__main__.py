@@ -22,6 +22,7 @@ BENCHMARKS: tuple[str, ...] = (
     "stage_startup",
     "machine_triage",
     "adaptive_replication",
+    "adaptive_campaign",
 )
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import save_result
 from benchmarks.machine_triage import SHARED_DATA
 from crisscross.annotate.providers import load_cxc_release
-from crisscross.campaign.replication import ReplicationSettings, rater_sd_from_repeats, replication_decisions
+from crisscross.campaign.replication import THRESHOLD, ReplicationSettings, rater_sd_from_repeats, replication_decisions
 from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, SCORE_MAX, SCORE_MIN, SIS
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> None:
         panel = simulate(true_mean, rater_sd, rng)
         retest = simulate(true_mean, rater_sd, rng).mean(axis=1)
         for alpha in ALPHAS:
-            settings = ReplicationSettings(alpha=alpha, rater_sd={kind: rater_sd})
+            settings = ReplicationSettings(rule=THRESHOLD, alpha=alpha, rater_sd={kind: rater_sd})
             started = time.perf_counter()
             decisions = replication_decisions(long_frame(kind, panel), REPLICAS, settings)
             seconds = time.perf_counter() - started

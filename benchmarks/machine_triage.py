@@ -8,6 +8,11 @@ the Karpathy captions are ingested and embedded by the stage commands (``use-m3`
 with 95% confidence) as if people had rated only the audit.  The machine's labels of the other 90%
 are then checked against CxC's.
 
+Each split runs the default design (a 10% audit, one turn); ``test`` also runs ``MULTI_TURN``: a 3%
+first audit, then two more turns, each auditing a quarter of the band the last left, refitting on
+every audit and certifying new cuts on its own (ECCV Caption §6's multi-turn scheme);
+``machine by turn`` says what each turn added.
+
 **The reference is the fixed design in the same run**: every pair rated by five people, as CxC did.
 ``human pairs`` (the audit, the pairs between the cuts and those without a signal) over all pairs is
 the share of that design's judgments the triage still asks for.  ``agree`` comes with its exact
@@ -47,6 +52,7 @@ ENCODERS = ("use-m3", "bow-glove50", "minilm")
 QUICK_ENCODERS = ("use-m3", "bow-glove50")
 RATERS = 5  # CxC's raters per pair: the fixed design
 SEED = 0
+MULTI_TURN = TriageSettings(audit_share=0.03, turns=3)  # on test, beside the default design
 
 
 def run(args: argparse.Namespace) -> None:
@@ -57,9 +63,12 @@ def run(args: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="crisscross-bench-") as tmp:
         for split in splits:
-            rows += measure(split, encoders, settings, Path(tmp) / split)
+            designs = (settings, MULTI_TURN) if split == "test" else (settings,)
+            rows += measure(split, encoders, designs, Path(tmp) / split)
     print(table(rows))
-    path = save_result(NAME, {"quick": args.quick, "encoders": list(encoders), "settings": vars(settings), "seed": SEED, "rows": rows})
+    path = save_result(
+        NAME, {"quick": args.quick, "encoders": list(encoders), "designs": [vars(settings), vars(MULTI_TURN)], "seed": SEED, "rows": rows}
+    )
     print(f"written to {path}")
 
 
@@ -75,7 +84,7 @@ def embedded(split: str, encoders: tuple[str, ...], root: Path) -> tuple[Path, P
     return items, embeddings
 
 
-def measure(split: str, encoders: tuple[str, ...], settings: TriageSettings, root: Path) -> list[dict[str, Any]]:
+def measure(split: str, encoders: tuple[str, ...], designs: tuple[TriageSettings, ...], root: Path) -> list[dict[str, Any]]:
     started = time.perf_counter()
     items, embeddings = embedded(split, encoders, root)
     prepared_s = time.perf_counter() - started
@@ -85,19 +94,22 @@ def measure(split: str, encoders: tuple[str, ...], settings: TriageSettings, roo
     pairs = release.items.to_pandas().drop_duplicates("item_id")[["item_id", "task_type", "id_a", "id_b"]]
     score = release.judgments.to_pandas().groupby("item_id")["score"].mean()
     people = {item: bool(score[item] >= POSITIVE_THRESHOLDS[kind]) for item, kind in zip(pairs["item_id"], pairs["task_type"], strict=True)}
-    started = time.perf_counter()
-    done = triage(pairs, people, spaces, image_of, settings, SEED)
-    triage_s = time.perf_counter() - started
-    d = done.decisions
-    d["people"] = d["item_id"].map(people)
-    print(f"  {split}: ingest + embed {prepared_s:.0f}s, triage of {len(d):,} pairs {triage_s:.1f}s", flush=True)
-    rows = [row(split, kind, d[d["task_type"] == kind], done.fits[kind].summary()) for kind in sorted(done.fits)]
-    rows.append(row(split, "all", d, None))
-    rows[-1]["triage_s"] = round(triage_s, 2)
+    rows = []
+    for settings in designs:
+        started = time.perf_counter()
+        done = triage(pairs, people, spaces, image_of, settings, SEED)
+        triage_s = time.perf_counter() - started
+        d = done.decisions
+        d["people"] = d["item_id"].map(people)
+        design = f"{settings.audit_share:.0%} audit, {settings.turns} turn{'s' * (settings.turns > 1)}"
+        print(f"  {split}, {design}: ingest + embed {prepared_s:.0f}s, triage of {len(d):,} pairs {triage_s:.1f}s", flush=True)
+        rows += [row(split, design, kind, d[d["task_type"] == kind], done.fits[kind].summary()) for kind in sorted(done.fits)]
+        rows.append(row(split, design, "all", d, None))
+        rows[-1]["triage_s"] = round(triage_s, 2)
     return rows
 
 
-def row(split: str, kind: str, d: pd.DataFrame, fit: dict[str, Any] | None) -> dict[str, Any]:
+def row(split: str, design: str, kind: str, d: pd.DataFrame, fit: dict[str, Any] | None) -> dict[str, Any]:
     from scipy.stats import binomtest  # after crisscross: the numeric policy is set before numpy loads
 
     rest = d[~d["audit"]]
@@ -107,6 +119,7 @@ def row(split: str, kind: str, d: pd.DataFrame, fit: dict[str, Any] | None) -> d
     human = int(d["audit"].sum()) + len(rest) - len(machine)
     return {
         "split": split,
+        "design": design,
         "type": kind,
         "pairs": len(d),
         "signal": int(d["score"].notna().sum()),
@@ -121,17 +134,20 @@ def row(split: str, kind: str, d: pd.DataFrame, fit: dict[str, Any] | None) -> d
         "human_judgments": human * RATERS,
         "fixed_judgments": len(d) * RATERS,
         "human_over_fixed": human / len(d),
+        "machine_by_turn": {int(t): int(n) for t, n in machine["turn"].value_counts().sort_index().items()},
         "cuts": fit["cuts"] if fit else None,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| split | type | pairs | signal | audit | machine (of the other 90%) | agree (95% CI) | human pairs / fixed design |"
-    lines = [head, "|" + "---|" * 8]
+    head = "| split | design | type | pairs | signal | audit | machine (of the rest) | machine by turn | agree (95% CI) | human pairs / fixed design |"
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         agree = "–" if r["agree"] is None else f"{r['agree']:.2%} ({r['agree_low']:.2%}–{r['agree_high']:.2%})"
+        by_turn = ", ".join(f"turn {t}: {n:,}" for t, n in r["machine_by_turn"].items()) or "–"
         lines.append(
-            f"| {r['split']} | {r['type']} | {r['pairs']:,} | {r['signal']:,} | {r['audit']:,} | {r['machine']:,} ({r['machine_share']:.1%}) "
+            f"| {r['split']} | {r['design']} | {r['type']} | {r['pairs']:,} | {r['signal']:,} | {r['audit']:,} "
+            f"| {r['machine']:,} ({r['machine_share']:.1%}) | {by_turn} "
             f"| {agree} | {r['human_pairs']:,} / {r['pairs']:,} = {r['human_over_fixed']:.3f} |"
         )
     return "\n".join(lines)

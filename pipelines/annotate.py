@@ -5,7 +5,10 @@ The judgment source is chosen by name (``annotate.source``; see
 or ``cxc:<folder>``), ``simulate`` (a seeded panel over ``--embeddings``).
 
 Outputs ``judgments.parquet``, ``unjudged.parquet`` (task rows nobody judged yet: what still
-needs people), ``source.json``, ``quarantine.parquet`` and ``report.json``.
+needs people), ``source.json``, ``quarantine.parquet`` and ``report.json``.  Under adaptive
+replication (``annotate.replication``, a rule other than ``fixed``; ``tasks.replicas`` is the
+ceiling) also ``replication.parquet``: each rated item's judgments used, whether it stopped, and why;
+``crisscross topup`` reads it to ask for the judgments open items still need.
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ import pyarrow as pa
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
+from crisscross.annotate.tasks import TaskParams
 from crisscross.annotate.validate import summary as judgment_summary
 from crisscross.beam.annotate import CollectJudgments
+from crisscross.campaign.replication import DECISIONS_FILE, FIXED, ReplicationSettings, with_pilot_spread
 from crisscross.core import io
-from crisscross.core.settings import setting
+from crisscross.core.settings import params_of, setting, settings_from_params
 from crisscross.formats.cxc import CXC_SPLITS
+from crisscross.formats.plan import read_plan
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
+    load_params,
     local_path,
     parse_args,
     require,
@@ -47,6 +54,7 @@ class AnnotateSettings:
     format: str = setting(_SOURCE_DEFAULTS.format, choices=tuple(JUDGMENT_FORMATS.names()))  # import
     replay_split: str = setting(_SOURCE_DEFAULTS.replay_split, choices=CXC_SPLITS)  # replay of cxc:<folder>
     simulate: Mapping[str, Any] = setting(dict(_SOURCE_DEFAULTS.simulate))
+    replication: Mapping[str, Any] = setting({"rule": FIXED})  # campaign/replication.py: ReplicationSettings
     strict: bool = False
 
 
@@ -60,12 +68,22 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--embeddings", type=local_path, help="simulate: the embed output holding the reference encoder's text vectors")
     parser.add_argument("--items", type=local_path, help="simulate: the ingest output, for the captions of each image (BISON CHOOSE)")
+    parser.add_argument("--plan", type=local_path, help="a plan output: its pilot's rater spread per type for the stop rule")
     parser.add_argument("--strict", action="store_true", default=None, help="fail if any judgment is rejected")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, AnnotateSettings, add_flags)
     return run_stage(stage, build, report)
+
+
+def replication_of(params: Mapping[str, Any], plan: str | None = None) -> ReplicationSettings:
+    """``annotate.replication`` checked, each type's rater spread filled from ``plan`` (a plan stage
+    output) where params give none."""
+    settings = settings_from_params(ReplicationSettings, params.get("replication", {}), "annotate.replication")
+    if plan is None:
+        return settings
+    return with_pilot_spread(settings, read_plan(plan))
 
 
 def source_settings(stage: StageArgs) -> SourceSettings:
@@ -82,19 +100,31 @@ def source_settings(stage: StageArgs) -> SourceSettings:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
+    replication = adaptive(stage)  # a bad stop rule fails before anything is read
     tasks = require(io.join(stage.inputs, "tasks.parquet"), "tasks")
     settings = source_settings(stage)
     JUDGMENT_SOURCES.create(stage.params["source"], settings=settings)  # an unusable source fails before the pipeline runs
-    outputs = pipeline | "Annotate" >> CollectJudgments(tasks, stage.params["source"], settings)
+    outputs = pipeline | "Annotate" >> CollectJudgments(tasks, stage.params["source"], settings, replication)
     outputs.collected | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 
-def write(collected: tuple[pa.Table, pa.Table, dict[str, Any]], out: str) -> None:
-    judgments, unjudged, facts = collected
+def adaptive(stage: StageArgs) -> tuple[ReplicationSettings, int] | None:
+    """The stop rule and its ceiling (``tasks.replicas``, with ``--round`` laid over), or None for the fixed design."""
+    replication = replication_of(stage.params, stage.flags.plan)
+    if replication.rule == FIXED:
+        return None
+    _, _, tasks = load_params(stage.flags.params, "tasks", TaskParams, stage.flags.round)
+    return replication, tasks.replicas
+
+
+def write(collected: tuple[pa.Table, pa.Table, dict[str, Any], pa.Table | None], out: str) -> None:
+    judgments, unjudged, facts, decisions = collected
     io.write_parquet(io.join(out, "judgments.parquet"), judgments)
     io.write_parquet(io.join(out, "unjudged.parquet"), unjudged)
     io.write_json(io.join(out, "source.json"), facts)
+    if decisions is not None:
+        io.write_parquet(io.join(out, DECISIONS_FILE), decisions)
 
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
@@ -110,11 +140,38 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {stage.shown(io.join(stage.out, 'unjudged.parquet'))}"
     lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     facts = json.loads(io.read_bytes(io.join(done.out, "source.json")))
+    replication = replication_report(done.out, stage)
+    if replication:
+        lines["replication"] = "; ".join(
+            f"{kind} {c['stopped']:,} stopped early, {c['open']:,} open, {c['judgments_used']:,} of {c['ceiling']:,} judgments"
+            for kind, c in replication["by_task_type"].items()
+        )
     return {
         **counts,
         "source": stage.params["source"],
         "simulated": simulated,
         "unjudged": unjudged.num_rows,
         "source_facts": facts,
+        **({"replication": replication} if replication else {}),
         "summary": lines,
     }
+
+
+def replication_report(out: str, stage: StageArgs) -> dict[str, Any]:
+    """Per rated type under a stop rule: items stopped early, still open, judgments used against the ceiling."""
+    adapted = adaptive(stage)
+    if adapted is None:
+        return {}
+    settings, replicas = adapted
+    decisions = io.read_parquet(io.join(out, DECISIONS_FILE)).to_pandas()
+    by_type = {
+        str(kind): {
+            "items": len(group),
+            "stopped": int(group["stopped"].sum()),
+            "open": int(group["open"].sum()),
+            "judgments_used": int(group["used"].sum()),
+            "ceiling": len(group) * replicas,
+        }
+        for kind, group in decisions.groupby("task_type", sort=True)
+    }
+    return {"rule": settings.rule, "replicas": replicas, "settings": params_of(settings), "by_task_type": by_type}

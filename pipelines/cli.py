@@ -39,6 +39,7 @@ _stage("tasks", "crisscross.pipelines.tasks", "candidates → annotation tasks i
 _stage(
     "annotate", "crisscross.pipelines.annotate", "tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
 )
+_stage("topup", "crisscross.pipelines.topup", "a round's judgments so far → the batches that close its open items (file-based crowd tools)")
 _stage("aggregate", "crisscross.pipelines.aggregate", "judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
 _stage("triage", "crisscross.pipelines.triage", "tasks + people's audit → machine labels beyond certified cuts, the rest still for people")
 _stage(

@@ -16,6 +16,7 @@ import apache_beam as beam
 from crisscross.beam.plan import PlanCampaign
 from crisscross.campaign.plan import PlanSettings, power_curves_png
 from crisscross.core import io
+from crisscross.formats.plan import PLAN_FILE
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
 STAGE = "plan"
@@ -36,7 +37,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
 
 def write(planned: tuple[dict[str, Any], bool], out: str) -> None:
     plan, simulated = planned
-    io.write_json(io.join(out, "plan.json"), io.strict_json({**plan, "simulated": simulated}))
+    io.write_json(io.join(out, PLAN_FILE), io.strict_json({**plan, "simulated": simulated}))
     io.write_bytes(io.join(out, "power.png"), power_curves_png(plan, simulated=simulated))
 
 
@@ -49,7 +50,7 @@ def _cost(design: dict[str, Any]) -> str:
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     import json
 
-    plan = json.loads(io.read_bytes(io.join(done.out, "plan.json")))
+    plan = json.loads(io.read_bytes(io.join(done.out, PLAN_FILE)))
     summary = {}
     for kind, entry in plan["types"].items():
         d, p = entry["design"], entry["pilot"]
@@ -77,5 +78,5 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     if plan["simulated"]:
         summary["simulated"] = "planned from a SIMULATED pilot, not people"
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
-    summary["outputs"] = f"plan.json, power.png in {stage.shown(stage.out)}"
+    summary["outputs"] = f"{PLAN_FILE}, power.png in {stage.shown(stage.out)}"
     return {"total": total, "types": {k: v["design"] for k, v in plan["types"].items()}, "rejected": done.rejected, "summary": summary}

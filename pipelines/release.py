@@ -1,8 +1,9 @@
 """``crisscross release``: the rated rounds → a versioned, checksummed, documented dataset release.
 
 ``crisscross release --rated A,B,C --items DIR --out DIR [...]`` builds one
-(:mod:`crisscross.release.build`), ``--bison DIR`` and ``--entities DIR`` add COCO-BISON triples
-and Flickr30k Entities boxes (with or without rated rounds); ``crisscross release verify DIR`` checks a release's checksums
+(:mod:`crisscross.release.build`), ``--bison DIR``, ``--entities DIR`` and ``--machine-labels DIR`` add
+COCO-BISON triples, Flickr30k Entities boxes and a triage's machine labels, each under ``data/<part>/``
+(with or without rated rounds); ``crisscross release verify DIR`` checks a release's checksums
 and counts; ``crisscross release diff A B`` prints what changed from A to B and the bump it needs.
 The release is whole-table work (joins, a diff, checksums), so no Beam pipeline runs here.
 """
@@ -19,10 +20,11 @@ from typing import Any
 from crisscross.formats.manifest import verify
 from crisscross.pipelines.stage import configure_logging, load_params, read_params
 from crisscross.release.build import build, diff_releases
+from crisscross.release.parts import BISON, ENTITIES, MACHINE_LABELS
 from crisscross.release.request import ReleaseRequest, ReleaseSettings, rounds_from
 
 STAGE = "release"
-DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples and Flickr30k Entities boxes (also: `release verify DIR`, `release diff A B`)."
+DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples, Flickr30k Entities boxes and machine labels (also: `release verify DIR`, `release diff A B`)."
 
 
 def _paths(text: str | None) -> list[str]:
@@ -39,6 +41,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bison", default=None, help="a `bison --verified` output: COCO-BISON triples under data/bison/")
     p.add_argument(
         "--entities", default=None, help="a `boxes` output: Flickr30k Entities Sentences/, Annotations/ and tables under data/entities/"
+    )
+    p.add_argument(
+        "--machine-labels",
+        default=None,
+        help="a `triage` output: the machine's labels with their provenance under data/machine_labels/, apart from people's",
     )
     p.add_argument("--out", required=True, help="release folder (replaced atomically on success)")
     p.add_argument("--params", default=None, help="params YAML; its 'release' section is read and the whole file is recorded")
@@ -82,7 +89,11 @@ def main(argv: list[str]) -> dict[str, Any]:
         embeddings=optional(flags.embeddings),
         attribution=optional(flags.attribution),
         lock=optional(flags.lock),
-        parts={name: Path(folder) for name, folder in (("bison", flags.bison), ("entities", flags.entities)) if folder},
+        parts={
+            name: Path(folder)
+            for name, folder in ((BISON, flags.bison), (ENTITIES, flags.entities), (MACHINE_LABELS, flags.machine_labels))
+            if folder
+        },
     )
     report = build(request)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -1,15 +1,18 @@
 """``crisscross serve``: the rater app over a round's tasks, and its operator commands.
 
-``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--host H] [--port N]``
+``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--plan DIR] [--host H] [--port N]``
     loads the round's tasks into the database (a SQLite file, or a ``postgresql://`` URL) and
     serves the rater page on 127.0.0.1 unless told otherwise;
 ``crisscross serve add-rater NAME --db DB [--url URL] [--new-token]``
     prints a rater's sign-in link (the token is shown once; the database keeps its hash);
 ``crisscross serve status --db DB``
-    progress per task type (batches done / assigned / open) and per rater (judgments, gold accuracy).
+    progress per task type (batches done / assigned / open, items closed early and the judgments
+    that saved) and per rater (judgments, gold accuracy).
 
 ``replicas`` (raters per batch) is the tasks stage's own param (``tasks.replicas``, with
-``--round`` laid over it); the app's limits are the ``serve`` section (:class:`ServeSettings`).
+``--round`` laid over it); under adaptive replication (``annotate.replication``, likewise laid
+over) it is a ceiling, and ``--plan`` (a plan stage output) gives the pilot's rater spread for the
+types params leave out.  The app's limits are the ``serve`` section (:class:`ServeSettings`).
 ``annotate`` reads the judgments back with ``source: import`` and ``format: store``.
 """
 
@@ -28,9 +31,11 @@ from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
 from crisscross.annotate.store import Store, open_store, redact
 from crisscross.annotate.tasks import TaskParams
+from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
 from crisscross.core.errors import UserError
 from crisscross.core.settings import setting
+from crisscross.pipelines.annotate import AnnotateSettings, replication_of
 from crisscross.pipelines.stage import load_params, require
 
 STAGE = "serve"
@@ -53,17 +58,21 @@ class MissingExtra(UserError, ImportError):
     """The web dependencies are an optional extra."""
 
 
-def _settings(params: str | None, round_name: str | None) -> tuple[ServeSettings, int, int]:
-    """The serve settings, the round's replicas and ``base.seed`` (VERIFY-TRIPLE's image order, as exported)."""
+def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> tuple[ServeSettings, int, int, ReplicationSettings]:
+    """The serve settings, the round's replicas (the ceiling), ``base.seed`` (VERIFY-TRIPLE's image
+    order, as exported) and when an item has judgments enough."""
     _, base, serve = load_params(params, STAGE, ServeSettings)
     _, _, tasks = load_params(params, "tasks", TaskParams, round_name)
-    return serve, tasks.replicas, int(base["seed"])
+    annotate, _, _ = load_params(params, "annotate", AnnotateSettings, round_name)
+    return serve, tasks.replicas, int(base["seed"]), replication_of(annotate, plan)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True, help="the judgment database: a SQLite file path or a postgresql:// URL")
-    parser.add_argument("--params", default=None, help="params YAML: its 'serve' section and tasks.replicas are read")
-    parser.add_argument("--round", default=None, help="an annotation round: rounds.<round>.tasks is laid over 'tasks' (replicas)")
+    parser.add_argument("--params", default=None, help="params YAML: its 'serve' section, tasks.replicas and annotate.replication are read")
+    parser.add_argument(
+        "--round", default=None, help="an annotation round: rounds.<round>.tasks and .annotate are laid over 'tasks' and 'annotate'"
+    )
 
 
 def run_server(argv: list[str]) -> None:
@@ -75,6 +84,9 @@ def run_server(argv: list[str]) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--plan", default=None, help="a plan stage output: its pilot's rater spread for types annotate.replication leaves out"
+    )
     _common(parser)
     flags = parser.parse_args(argv)
     try:
@@ -83,7 +95,7 @@ def run_server(argv: list[str]) -> None:
         from crisscross.serve.app import AppConfig, Round, create_app
     except ImportError as error:
         raise MissingExtra(f"crisscross serve needs the serve extra: pip install -c constraints.txt -e '.[serve]' ({error})") from error
-    settings, replicas, seed = _settings(flags.params, flags.round)
+    settings, replicas, seed, replication = _settings(flags.params, flags.round, flags.plan)
     tasks = io.read_parquet(require(io.join(flags.tasks, "tasks.parquet"), "tasks"))
     catalog = load_catalog(require(flags.items, "ingest", " (or pass --items)"))
     batches(tasks, catalog)  # every id must be showable: the export's own check
@@ -98,10 +110,11 @@ def run_server(argv: list[str]) -> None:
         burst=settings.burst,
         ip_rate_per_second=settings.ip_rate_per_second,
         signins_per_minute=settings.signins_per_minute,
+        replication=replication,
     )
     app = create_app(store, Round.of(tasks, catalog, flags.images, seed), config)
     print(
-        f"serve: {tasks.num_rows} task rows ({added} new) × {replicas} raters in {redact(flags.db)}\n"
+        f"serve: {tasks.num_rows} task rows ({added} new) × {_raters(replicas, replication)} in {redact(flags.db)}\n"
         f"  rater page: http://{flags.host}:{flags.port}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})",
         flush=True,
     )
@@ -125,20 +138,28 @@ def status(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="crisscross serve status", description="Progress of a round and of each rater.")
     _common(parser)
     flags = parser.parse_args(argv)
-    settings, replicas, _ = _settings(flags.params, flags.round)
+    settings, replicas, _, replication = _settings(flags.params, flags.round)
     store = open_store(flags.db)
     progress = store.progress(replicas, time.time(), settings.assignment_timeout)
     raters = rater_table(store.judgments(), store.gold())
-    lines = [f"{redact(flags.db)}: {replicas} raters per batch"]
+    lines = [f"{redact(flags.db)}: {_raters(replicas, replication)} per batch"]
     for p in progress:
         lines.append(
             f"  {p.task_type}: {p.done} done / {p.assigned} assigned / {p.open} open of {p.batches} batches; {p.judgments} judgments"
         )
+        if p.closed or replication.rule != FIXED:
+            lines.append(
+                f"    {p.closed} of {p.items} items closed early: {p.saved} of {p.items * replicas} judgments saved against the ceiling"
+            )
     for r in raters:
         accuracy = f"{r['gold_passed']}/{r['gold_seen']} gold passed" if r["gold_seen"] else "no gold yet"
         lines.append(f"  {r['worker']} {r['task_type']}: {r['judgments']} judgments, {accuracy}")
     print("\n".join(lines))
-    return {"progress": [p.__dict__ for p in progress], "raters": raters}
+    return {"progress": [p.__dict__ for p in progress], "raters": raters, "closed": store.closed()}
+
+
+def _raters(replicas: int, replication: ReplicationSettings) -> str:
+    return f"{replicas} raters" if replication.rule == FIXED else f"at most {replicas} raters (stop rule {replication.rule})"
 
 
 def rater_table(judgments: list[dict[str, Any]], gold: dict[str, str]) -> list[dict[str, Any]]:

@@ -4,12 +4,19 @@ batches with gold items) and the files each annotation tool takes.
 Outputs ``tasks.parquet`` (one row per item and batch; the gold key is in it), ``export/<format>/``
 per export format (only what raters see: never the gold flags), ``answer_key.csv`` (the gold items
 and their expected side: keep it from raters), ``quarantine.parquet`` and ``report.json``.
+
+With ``--plan`` (a ``crisscross plan`` output) the round follows the campaign's design: per rating
+type a seeded sample of the plan's item count (``tasks.items_per_type``; the rest go to
+``held_back.parquet``, candidates for a later round), and ``replicas`` the most the plan gives any
+type — a ceiling that adaptive replication (``annotate.replication``) stops short of per item.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import apache_beam as beam
@@ -20,10 +27,13 @@ from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
 from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
+from crisscross.core.settings import params_of
+from crisscross.formats.plan import designs, read_plan
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "tasks"
+HELD_BACK = "held_back.parquet"  # items a campaign plan's sample leaves for a later round
 BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
 DESCRIPTION = (
     "Turn candidate pairs into annotation tasks: items in seeded batches with known-positive and known-negative gold, exported per tool."
@@ -38,11 +48,25 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="the embed output (known negatives are far apart under every encoder named in params)",
     )
+    parser.add_argument("--plan", type=local_path, help="a plan output: items per type and raters per item from its design")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
     stage = parse_args(STAGE, DESCRIPTION, argv, TaskParams, add_flags)
+    if stage.flags.plan:
+        stage.settings = planned(stage.settings, read_plan(stage.flags.plan))
+        stage.params = params_of(stage.settings)
     return run_stage(stage, build, report)
+
+
+def planned(settings: TaskParams, plan: Mapping[str, Any]) -> TaskParams:
+    """The round's settings under a campaign plan: its items per type, and its largest replicas as the ceiling."""
+    planned_designs = designs(plan)
+    return replace(
+        settings,
+        items_per_type={kind: items for kind, (items, _) in planned_designs.items()},
+        replicas=max(replicas for _, replicas in planned_designs.values()),
+    )
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
@@ -57,6 +81,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     seed = stage.seed
     outputs = pipeline | "Tasks" >> BuildTasks(candidates, stage.flags.items, stage.flags.embeddings, settings, seed, batched=batched)
     outputs.tasks | "Write" >> beam.Map(write_tasks, out, stage.flags.items, settings, seed)
+    if settings.items_per_type:
+        outputs.held_back | "WriteHeldBack" >> beam.Map(lambda table: io.write_parquet(io.join(out, HELD_BACK), table))
     write_quarantine(outputs.rejected, out, stage.root)
 
 
@@ -92,8 +118,23 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     }
     needed = len(tasks) * replicas
     summary["judgments needed"] = f"{needed:,} ({len(tasks):,} task rows × {replicas} raters)"
+    held_back: dict[str, int] = {}
+    if stage.settings.items_per_type:
+        held = io.read_parquet(io.join(done.out, HELD_BACK)).column("task_type").to_pylist()
+        held_back = dict(sorted(Counter(held).items()))
+        short = {
+            k: f"{per_type[k]['items']:,} of {n:,}"
+            for k, n in stage.settings.items_per_type.items()
+            if per_type.get(k, {"items": 0})["items"] < n
+        }
+        summary["plan"] = (
+            f"items {dict(stage.settings.items_per_type)}, {replicas} raters at most"
+            + (f"; held back for a later round {held_back} → {HELD_BACK}" if held_back else "")
+            + (f"; the candidates fall short of the plan ({', '.join(f'{k} {v}' for k, v in short.items())}): sample more" if short else "")
+        )
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )
-    return {"task_types": per_type, "judgments_needed": needed, "rejected": done.rejected, "summary": summary}
+    planned_facts = {"held_back": held_back} if stage.settings.items_per_type else {}
+    return {"task_types": per_type, "judgments_needed": needed, **planned_facts, "rejected": done.rejected, "summary": summary}

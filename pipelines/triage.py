@@ -60,7 +60,8 @@ def write(result: TriagedRound, out: str) -> None:
         io.join(out, "tasks.parquet"),
         pa.Table.from_pandas(result.open_tasks[TASKS_SCHEMA.names], schema=TASKS_SCHEMA, preserve_index=False),
     )
-    io.write_json(io.join(out, "fits.json"), io.strict_json({kind: fit.summary() for kind, fit in sorted(result.fits.items())}))
+    fits = {kind: {**fits[-1].summary(), "turns": [fit.summary() for fit in fits]} for kind, fits in sorted(result.turns.items())}
+    io.write_json(io.join(out, "fits.json"), io.strict_json(fits))
 
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
@@ -78,13 +79,19 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             OPEN: int(by.get(OPEN, 0)),
             "checked": len(checked),
             "checked_agree": int(checked.astype(bool).sum()),
-            "cuts": fits[kind]["cuts"],
+            "machine_by_turn": {
+                str(t): int(n) for t, n in rows.loc[rows["decided_by"] == MACHINE, "turn"].value_counts().sort_index().items()
+            },
+            "cuts": fits.get(kind, {}).get("cuts", {}),
         }
         per_type[kind] = facts
         line = f"{facts['items']:,} items: audit {facts['audit']:,}; people {facts[PEOPLE]:,}, machine {facts[MACHINE]:,}, open {facts[OPEN]:,}"
+        if len(fits.get(kind, {}).get("turns", [])) > 1:
+            line += f" (machine labels by turn {facts['machine_by_turn']})"
         if facts["checked"]:
             line += f"; where people also rated, the machine agreed on {facts['checked_agree']:,} of {facts['checked']:,}"
-        summary[kind] = line + (f" ({fits[kind]['note']})" if fits[kind]["note"] else "")
+        note = fits[kind]["note"] if kind in fits else "no machine signals for this task type"
+        summary[kind] = line + (f" ({note})" if note else "")
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"decisions.parquet, machine_labels.parquet, tasks.parquet (still for people), fits.json in {stage.shown(stage.out)}"

@@ -209,24 +209,40 @@ def audit_scores(
     """mAP@R and R-Precision of one model per truth variant and direction over ``queries``
     (direction → query ids): each block of scores is computed once and ranked against every variant."""
     out: AuditScores = {name: {} for name in variants}
-    for direction, (query_kind, item_kind) in DIRECTIONS.items():
-        query_ids, item_ids = tuple(queries.get(direction, ())), gallery.ids(item_kind)
+    for direction, (_, item_kind) in DIRECTIONS.items():
+        query_ids = tuple(queries.get(direction, ()))
         if not query_ids:
             continue
-        truths = {name: GroundTruth(name=name, i2t=pairs, t2i=frozenset((c, i) for i, c in pairs)) for name, pairs in variants.items()}
-        mapped = {name: truth.positives(direction, query_ids, item_ids).positives for name, truth in truths.items()}
-        block = model.block_scores(query_kind, query_ids, item_kind, item_ids)
-        step = max(1, SCORE_BLOCK_ELEMENTS // max(len(item_ids), 1))
-        parts: dict[str, list[PositiveRanks]] = {name: [] for name in variants}
-        for lo in range(0, len(query_ids), step):
-            hi = min(lo + step, len(query_ids))
-            scores = block(lo, hi)
-            for name in variants:
-                parts[name].append(ranks_of_positives(scores, mapped[name].rows_slice(lo, hi)))
-        for name in variants:
-            ranked = PositiveRanks.concatenate(parts[name])
+        mapped = variant_positives(variants, direction, query_ids, gallery.ids(item_kind))
+        for name, ranked in variant_ranks(model, gallery, direction, query_ids, mapped).items():
             out[name][direction] = {metric: float(fn(ranked)[0]) for metric, fn in AUDIT_METRICS.items()}
     return out
+
+
+def variant_positives(
+    variants: Mapping[str, frozenset[Pair]], direction: str, query_ids: Sequence[str], item_ids: Sequence[str]
+) -> dict[str, Any]:
+    """Each truth variant's positives of ``query_ids`` among ``item_ids`` in one direction, as rows."""
+    truths = {name: GroundTruth(name=name, i2t=pairs, t2i=frozenset((c, i) for i, c in pairs)) for name, pairs in variants.items()}
+    return {name: truth.positives(direction, query_ids, item_ids).positives for name, truth in truths.items()}
+
+
+def variant_ranks(
+    model: Model, gallery: Gallery, direction: str, query_ids: Sequence[str], mapped: Mapping[str, Any]
+) -> dict[str, PositiveRanks]:
+    """The ranks of each variant's positives (``mapped``: :func:`variant_positives`) under one model:
+    each block of scores is computed once and ranked against every variant."""
+    query_kind, item_kind = DIRECTIONS[direction]
+    item_ids = gallery.ids(item_kind)
+    block = model.block_scores(query_kind, query_ids, item_kind, item_ids)
+    step = max(1, SCORE_BLOCK_ELEMENTS // max(len(item_ids), 1))
+    parts: dict[str, list[PositiveRanks]] = {name: [] for name in mapped}
+    for lo in range(0, len(query_ids), step):
+        hi = min(lo + step, len(query_ids))
+        scores = block(lo, hi)
+        for name in mapped:
+            parts[name].append(ranks_of_positives(scores, mapped[name].rows_slice(lo, hi)))
+    return {name: PositiveRanks.concatenate(parts[name]) for name in mapped}
 
 
 def bias_audit(merged: Merged, found_by: Mapping[Pair, frozenset[str]], scores: Mapping[str, AuditScores]) -> dict[str, Any]:

@@ -14,7 +14,12 @@ Rules the store keeps, whatever the web layer does:
   rater who asks.  A late submit of a released assignment is still taken while the batch lacks
   ratings, and refused (:class:`Refused`) once ``replicas`` raters have submitted it;
 * one transaction per submitted batch; ``UNIQUE (rater, item_id)`` means a double submit cannot
-  create a second judgment (the second submit is answered "already submitted").
+  create a second judgment (the second submit is answered "already submitted");
+* under adaptive replication an item whose stop rule has decided it is *closed*, once, with its
+  reason (:meth:`Store.close_items`; gold never is: it checks raters).  An assignment shows its
+  batch's gold and the items still open when it is made, and records the ones it withholds, so the
+  submit takes exactly what was shown (an item closed in between is still stored: a judgment people
+  made is never dropped).  A batch whose rated items are all closed is done: never handed out again.
 
 Its length is the whole database in one place: one schema for both backends and every
 assignment rule, so the web layer cannot bend them.
@@ -67,7 +72,15 @@ _TABLES = (
         rater TEXT NOT NULL, batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL,
         task_type TEXT NOT NULL, score DOUBLE PRECISION, answer TEXT, seconds DOUBLE PRECISION, time TEXT NOT NULL,
         UNIQUE (rater, item_id), UNIQUE (rater, batch_id, position))""",
+    "CREATE TABLE IF NOT EXISTS closed_items (item_id TEXT PRIMARY KEY, reason TEXT NOT NULL, time TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS withheld (
+        batch_id TEXT NOT NULL, rater TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (batch_id, rater, position))""",
 )
+# A batch (alias ``b``) none of whose rated items is still open: at least one closed, none open.
+_CLOSED_BATCH = f"""(EXISTS (SELECT 1 FROM tasks t JOIN closed_items c ON c.item_id = t.item_id WHERE t.batch_id = b.batch_id)
+    AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.batch_id AND t.gold = '{NOT_GOLD}'
+                    AND NOT EXISTS (SELECT 1 FROM closed_items c WHERE c.item_id = t.item_id)))"""
+_TASK_COLUMNS = "t.batch_id, t.position, t.item_id, t.task_type, t.id_a, t.id_b, t.gold"
 
 
 class StoreError(UserError, ValueError):
@@ -170,7 +183,7 @@ class Assignment:
     batch_id: str
     task_type: str
     started: float
-    items: tuple[TaskRow, ...]  # by position; gold stays on the server
+    items: tuple[TaskRow, ...]  # the items shown, by position; gold stays on the server
 
 
 @dataclass(frozen=True)
@@ -187,10 +200,13 @@ class Answer:
 class TypeProgress:
     task_type: str
     batches: int
-    done: int  # rated by ``replicas`` raters
+    done: int  # rated by ``replicas`` raters, or every rated item closed early
     assigned: int  # someone holds it (or has rated it), not done
     open: int  # nobody holds it
     judgments: int
+    items: int  # rated items (gold left out)
+    closed: int  # items closed early
+    saved: int  # judgments the closed items were not asked for: ``replicas`` less those they got
 
 
 class Store:
@@ -328,9 +344,20 @@ class Store:
     def _release_expired(self, run: Callable[..., Any], now: float, timeout: float) -> None:
         run("UPDATE assignments SET released = 1 WHERE submitted IS NULL AND released = 0 AND started < ?", (now - timeout,))
 
+    def _shown(self, run: Callable[..., Any], batch_id: str, rater: str) -> list[TaskRow]:
+        """The items of the rater's assignment of ``batch_id``: the batch less what it withheld."""
+        rows = run(
+            f"""SELECT {_TASK_COLUMNS} FROM tasks t WHERE t.batch_id = ?
+            AND NOT EXISTS (SELECT 1 FROM withheld w WHERE w.batch_id = t.batch_id AND w.rater = ? AND w.position = t.position)
+            ORDER BY t.position""",
+            (batch_id, rater),
+        ).fetchall()
+        return [TaskRow(*row) for row in rows]
+
     def assignment(self, rater: str, now: float, replicas: int, timeout: float) -> Assignment | None:
-        """The rater's batch: the one they hold, else the next batch with a free slot (batches
-        others already started first, so batches finish; then by id), else None."""
+        """The rater's batch: the one they hold, else the next batch with a free slot and an open
+        item (batches others already started first, so batches finish and the judgments still
+        needed go out first; then by id), else None.  A new assignment withholds closed items."""
         with self._transaction(lock=True) as run:
             self._release_expired(run, now, timeout)
             held = run(
@@ -347,6 +374,7 @@ class Store:
                       AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.batch_id = b.batch_id AND a.rater = ?)
                       AND NOT EXISTS (SELECT 1 FROM tasks t JOIN judgments j ON j.item_id = t.item_id AND j.rater = ?
                                       WHERE t.batch_id = b.batch_id)
+                      AND NOT {_CLOSED_BATCH}
                     ORDER BY {taken} DESC, b.batch_id LIMIT 1""",
                     (replicas, rater, rater),
                 ).fetchall()
@@ -354,21 +382,37 @@ class Store:
                     return None
                 batch_id, started = found[0][0], now
                 run("INSERT INTO assignments (batch_id, rater, started) VALUES (?, ?, ?)", (batch_id, rater, now))
-            items = run(
-                "SELECT batch_id, position, item_id, task_type, id_a, id_b, gold FROM tasks WHERE batch_id = ? ORDER BY position",
-                (batch_id,),
-            ).fetchall()
-        rows = tuple(TaskRow(*row) for row in items)
+                run(
+                    f"""INSERT INTO withheld (batch_id, rater, position) SELECT t.batch_id, ?, t.position
+                    FROM tasks t JOIN closed_items c ON c.item_id = t.item_id WHERE t.batch_id = ? AND t.gold = '{NOT_GOLD}'""",
+                    (rater, batch_id),
+                )
+            rows = tuple(self._shown(run, batch_id, rater))
         return Assignment(batch_id, rows[0].task_type, float(started), rows)
 
-    def held_batch(self, rater: str, now: float, timeout: float) -> str | None:
-        """The batch the rater holds now (assigned, not submitted, not past the time limit)."""
+    def shows(self, rater: str, batch_id: str, position: int, now: float, timeout: float) -> bool:
+        """Whether the rater holds ``batch_id`` now (assigned, not submitted, not past the time
+        limit) and was shown its ``position``."""
         with self._transaction(write=False) as run:
             rows = run(
-                "SELECT batch_id FROM assignments WHERE rater = ? AND submitted IS NULL AND released = 0 AND started >= ?",
-                (rater, now - timeout),
+                """SELECT 1 FROM assignments a WHERE a.rater = ? AND a.batch_id = ? AND a.submitted IS NULL AND a.released = 0
+                AND a.started >= ?
+                AND NOT EXISTS (SELECT 1 FROM withheld w WHERE w.batch_id = a.batch_id AND w.rater = a.rater AND w.position = ?)""",
+                (rater, batch_id, now - timeout, position),
             ).fetchall()
-        return rows[0][0] if rows else None
+        return bool(rows)
+
+    def close_items(self, reasons: Mapping[str, str], now: float) -> None:
+        """Close items (item_id → why) so no one is asked for more of them; an item closed already
+        keeps its first reason, and gold or unknown ids are left alone."""
+        moment = now_iso(now)
+        with self._transaction() as run:
+            for item, reason in sorted(reasons.items()):
+                run(
+                    "INSERT INTO closed_items (item_id, reason, time) SELECT ?, ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM tasks WHERE item_id = ? AND gold = ?) ON CONFLICT (item_id) DO NOTHING",
+                    (item, reason, moment, item, NOT_GOLD),
+                )
 
     def submit(self, rater: str, batch_id: str, answers: Sequence[Answer], now: float, replicas: int) -> bool:
         """Store a whole batch in one transaction; False when it was already stored (a double
@@ -384,14 +428,7 @@ class Store:
                 done = run("SELECT COUNT(*) FROM assignments WHERE batch_id = ? AND submitted IS NOT NULL", (batch_id,)).fetchone()[0]
                 if done >= replicas:
                     raise Refused(409, f"batch {batch_id} was released after the time limit and has since been rated by {done} others")
-            items = [
-                TaskRow(*r)
-                for r in run(
-                    "SELECT batch_id, position, item_id, task_type, id_a, id_b, gold FROM tasks WHERE batch_id = ? ORDER BY position",
-                    (batch_id,),
-                ).fetchall()
-            ]
-            checked = check_answers(items, answers)
+            checked = check_answers(self._shown(run, batch_id, rater), answers)
             claimed = run(
                 "UPDATE assignments SET submitted = ?, released = 0 WHERE batch_id = ? AND rater = ? AND submitted IS NULL",
                 (now, batch_id, rater),
@@ -412,12 +449,20 @@ class Store:
 
     # ------------------------------------------------------------------ reading
 
-    def judgments(self) -> list[dict[str, Any]]:
-        """Every stored judgment with its batch and position, in a stable order."""
+    def judgments(self, batch_id: str | None = None) -> list[dict[str, Any]]:
+        """Every stored judgment with its batch and position, in a stable order; with ``batch_id``,
+        those of the rated items that batch holds, whichever batch they came with (what a stop rule
+        decides those items on)."""
+        where, params = (
+            ("", ())
+            if batch_id is None
+            else (" WHERE item_id IN (SELECT item_id FROM tasks WHERE batch_id = ? AND gold = ?)", (batch_id, NOT_GOLD))
+        )
         with self._transaction(write=False) as run:
             rows = run(
-                "SELECT rater, batch_id, position, item_id, task_type, score, answer, seconds, time FROM judgments "
-                "ORDER BY batch_id, position, rater"
+                f"SELECT rater, batch_id, position, item_id, task_type, score, answer, seconds, time FROM judgments{where} "
+                "ORDER BY batch_id, position, rater",
+                params,
             ).fetchall()
         columns = ("worker", "batch_id", "position", "item_id", "task_type", "score", "answer", "seconds", "time")
         return [dict(zip(columns, row, strict=True)) for row in rows]
@@ -428,26 +473,56 @@ class Store:
             rows = run("SELECT DISTINCT item_id, gold FROM tasks WHERE gold IN (?, ?)", (GOLD_POSITIVE, GOLD_NEGATIVE)).fetchall()
         return dict(rows)
 
+    def closed(self) -> dict[str, str]:
+        """item_id → the reason it was closed early."""
+        with self._transaction(write=False) as run:
+            return dict(run("SELECT item_id, reason FROM closed_items ORDER BY item_id").fetchall())
+
     def progress(self, replicas: int, now: float, timeout: float) -> list[TypeProgress]:
-        """Per task type: batches done (rated ``replicas`` times), assigned (held or partly rated), open."""
+        """Per task type: batches done (rated ``replicas`` times or closed), assigned (held or partly
+        rated), open; rated items, those closed early and the judgments that saved."""
         with self._transaction(write=False) as run:
             batches = run(
-                """SELECT b.task_type, b.batch_id,
+                f"""SELECT b.task_type, b.batch_id,
                   (SELECT COUNT(*) FROM assignments a WHERE a.batch_id = b.batch_id AND a.submitted IS NOT NULL),
                   (SELECT COUNT(*) FROM assignments a WHERE a.batch_id = b.batch_id AND a.submitted IS NULL AND a.released = 0
-                     AND a.started >= ?)
+                     AND a.started >= ?),
+                  CASE WHEN {_CLOSED_BATCH} THEN 1 ELSE 0 END
                 FROM batches b ORDER BY b.batch_id""",
                 (now - timeout,),
             ).fetchall()
             judged = dict(run("SELECT task_type, COUNT(*) FROM judgments GROUP BY task_type").fetchall())
+            rated = "(SELECT DISTINCT item_id, task_type FROM tasks WHERE gold = ?)"
+            items = dict(run(f"SELECT r.task_type, COUNT(*) FROM {rated} r GROUP BY r.task_type", (NOT_GOLD,)).fetchall())
+            closed = {
+                kind: (int(count), int(got))
+                for kind, count, got in run(
+                    f"""SELECT r.task_type, COUNT(*), SUM((SELECT COUNT(*) FROM judgments j WHERE j.item_id = c.item_id))
+                    FROM closed_items c JOIN {rated} r ON r.item_id = c.item_id GROUP BY r.task_type""",
+                    (NOT_GOLD,),
+                ).fetchall()
+            }
         out = []
         for kind in TASK_TYPES:
-            of_kind = [(done, held) for k, _, done, held in batches if k == kind]
+            of_kind = [(done, held, shut) for k, _, done, held, shut in batches if k == kind]
             if not of_kind:
                 continue
-            done = sum(1 for d, _ in of_kind if d >= replicas)
-            assigned = sum(1 for d, h in of_kind if d < replicas and (d or h))
-            out.append(TypeProgress(kind, len(of_kind), done, assigned, len(of_kind) - done - assigned, int(judged.get(kind, 0))))
+            done = sum(1 for d, _, shut in of_kind if d >= replicas or shut)
+            assigned = sum(1 for d, h, shut in of_kind if d < replicas and not shut and (d or h))
+            count, got = closed.get(kind, (0, 0))
+            out.append(
+                TypeProgress(
+                    kind,
+                    len(of_kind),
+                    done,
+                    assigned,
+                    len(of_kind) - done - assigned,
+                    int(judged.get(kind, 0)),
+                    items=int(items.get(kind, 0)),
+                    closed=count,
+                    saved=count * replicas - got,
+                )
+            )
         return out
 
 

@@ -249,6 +249,7 @@ class TaskParams:
     gold_text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS  # known negatives are far apart under each
     gold_image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
     formats: tuple[str, ...] = ("jsonl", "crowd-csv", "label-studio")  # export folders
+    items_per_type: Mapping[str, int] = setting({})  # a campaign plan's item counts (``tasks --plan``): a seeded sample per type
 
 
 def gold_spaces(embeddings: str, text_encoders: Sequence[str], image_encoders: Sequence[str]) -> dict[str, list[Space]]:
@@ -483,6 +484,20 @@ def _gold_pool(golden: list[dict[str, Any]], kind: str, gold: str, needed: int) 
     if len(pool) < needed:
         raise GoldError(f"{kind}: the batches need {needed} {gold} gold items, got {len(pool)}")
     return pool[:needed]
+
+
+def planned_items(items: pa.Table, per_type: Mapping[str, int], seed: int) -> tuple[pa.Table, pa.Table]:
+    """Items → (those a campaign plan asks for, those it holds back): per task type in ``per_type``,
+    a seeded sample of that many items when there are more; other types whole.  The held-back
+    items stay candidates for a later round."""
+    kinds = items.column("task_type").to_numpy(zero_copy_only=False)
+    keep = np.ones(items.num_rows, dtype=bool)
+    for kind, wanted in sorted(per_type.items()):
+        rows = np.flatnonzero(kinds == kind)
+        if len(rows) > wanted:
+            held = generator(seed, "plan-sample", kind).choice(rows, size=len(rows) - wanted, replace=False)
+            keep[held] = False
+    return items.filter(pa.array(keep)), items.filter(pa.array(~keep))
 
 
 def build_tasks(items: pa.Table, catalog: Catalog, spaces: Mapping[str, Sequence[Space]], params: TaskParams, seed: int) -> pa.Table:

@@ -13,7 +13,15 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.tasks import TaskParams, batched_verify_tasks, build_tasks, gold_spaces, items_from_candidates
+from crisscross.annotate.tasks import (
+    ITEMS_SCHEMA,
+    TaskParams,
+    batched_verify_tasks,
+    build_tasks,
+    gold_spaces,
+    items_from_candidates,
+    planned_items,
+)
 from crisscross.beam.common import route
 from crisscross.core import io, numerics
 
@@ -23,6 +31,7 @@ STAGE = "tasks"
 class TasksOutputs(NamedTuple):
     tasks: beam.PCollection  # one pa.Table (TASKS_SCHEMA)
     rejected: beam.PCollection
+    held_back: beam.PCollection  # one pa.Table (ITEMS_SCHEMA): items a campaign plan's sample leaves for later; empty without one
 
 
 def formed_batches(batches_path: str, items: str) -> list[Any]:
@@ -67,7 +76,10 @@ class BuildTasks(beam.PTransform):
         candidates = pbegin | "Candidates" >> beam.Create([self._candidates])
         if self._batched:
             tasks, rejected = route("Batches", candidates, STAGE, formed_batches, many=True, args=(self._items,))
-            return TasksOutputs(tasks, rejected)
+            return TasksOutputs(tasks, rejected, pbegin | "NoneHeldBack" >> beam.Create([ITEMS_SCHEMA.empty_table()]))
         items, rejected = route("Items", candidates, STAGE, candidate_items, many=True, args=(self._items,))
-        tasks = items | "GoldAndBatches" >> beam.ParDo(_Batches(self._items, self._embeddings, self._settings, self._seed))
-        return TasksOutputs(tasks, rejected)
+        sampled = items | "PlanSample" >> beam.Map(planned_items, self._settings.items_per_type, self._seed)
+        tasks = (sampled | "Planned" >> beam.Map(lambda pair: pair[0])) | "GoldAndBatches" >> beam.ParDo(
+            _Batches(self._items, self._embeddings, self._settings, self._seed)
+        )
+        return TasksOutputs(tasks, rejected, sampled | "HeldBack" >> beam.Map(lambda pair: pair[1]))

@@ -7,6 +7,7 @@ tasks is rejected (``not-in-tasks``): its label cannot be used, and is not dropp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import apache_beam as beam
@@ -32,8 +33,10 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
     spaces = [TextSpace.read(inputs["embeddings"], encoder, image_of) for encoder in settings.encoders]
     people: dict[str, bool] = {}
     rejected = []
+    simulated = False  # whether the labels the machine learnt from came from a simulated panel
     for path in inputs["rated"]:
         rated = io.read_parquet(path).to_pandas()
+        simulated |= bool(rated["simulated"].any()) if "simulated" in rated else False
         for row in rated[["item_id", "positive"]].itertuples(index=False):
             people[row.item_id] = bool(row.positive)
     unknown = sorted(set(people) - set(tasks["item_id"]))
@@ -44,7 +47,8 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
             )
         )
         del people[item]
-    return [triage_round(tasks, people, spaces, image_of, settings, seed), *rejected]
+    done = triage_round(tasks, people, spaces, image_of, settings, seed)
+    return [replace(done, machine_labels=done.machine_labels.assign(simulated_audit=simulated)), *rejected]
 
 
 class TriageRound(beam.PTransform):

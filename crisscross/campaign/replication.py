@@ -13,6 +13,11 @@ standard deviation of one rater's score around the item's mean, measured on a pi
   most ``alpha``.  Its label is then decided; the score has fewer judgments behind it.
 * ``ci-width``: stops when the normal ``1 - alpha`` interval of the mean is at most ``2 * half_width``
   wide: a fixed precision for every item, whatever its label.
+* ``fixed`` (the default in params): never early; every item gets ``replicas`` judgments, as CxC
+  and ECCV Caption asked.
+
+Arrival order is the judgments' ``time`` (the rater app and crowd files stamp it), ties and
+unstamped judgments (simulated, replayed) in their table order: :func:`arrival_order`.
 
 Every decision is recorded with its look, mean and the rule's margin (:func:`replication_decisions`),
 so a reviewer can see why an item stopped where it did.
@@ -21,23 +26,25 @@ so a reviewer can see why an item stopped where it did.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from crisscross.core.settings import setting
-from crisscross.formats.schema import POSITIVE_THRESHOLDS
+from crisscross.formats.plan import pilot_rater_sd
+from crisscross.formats.schema import POSITIVE_THRESHOLDS, SOURCE_PEOPLE
 
-THRESHOLD, CI_WIDTH = "threshold", "ci-width"
+THRESHOLD, CI_WIDTH, FIXED = "threshold", "ci-width", "fixed"
 
 
 @dataclass(frozen=True)
 class ReplicationSettings:
-    """``replication:`` in params: when an item has judgments enough."""
+    """``annotate.replication`` in params: when an item has judgments enough (``tasks.replicas`` is the ceiling)."""
 
-    rule: str = setting(THRESHOLD, choices=(THRESHOLD, CI_WIDTH))  # a name in STOP_RULES
+    rule: str = setting(FIXED, choices=(FIXED, THRESHOLD, CI_WIDTH))  # a name in STOP_RULES
     min_judgments: int = setting(2, low=1)
     alpha: float = setting(0.1, low=0.0, high=1.0, open_range=True)
     half_width: float = setting(0.75, low=0.0, open_range=True)  # ci-width: the interval's half width on the 0–5 scale
@@ -74,8 +81,12 @@ def ci_width_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]
     return half <= settings.half_width, f"interval ±{half:.2f} (needs ±{settings.half_width:g})"
 
 
+def fixed_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]:
+    return False, "fixed design"
+
+
 Rule = Callable[[Look, ReplicationSettings], tuple[bool, str]]
-STOP_RULES: dict[str, Rule] = {THRESHOLD: threshold_rule, CI_WIDTH: ci_width_rule}
+STOP_RULES: dict[str, Rule] = {FIXED: fixed_rule, THRESHOLD: threshold_rule, CI_WIDTH: ci_width_rule}
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,56 @@ def replication_decisions(judgments: pd.DataFrame, replicas: int, settings: Repl
             {"item_id": item, "task_type": kind, "used": d.used, "stopped": d.stopped, "open": is_open, "mean": d.mean, "reason": d.reason}
         )
     return pd.DataFrame(rows, columns=["item_id", "task_type", "used", "stopped", "open", "mean", "reason"])
+
+
+def arrival_order(judgments: pd.DataFrame) -> pd.DataFrame:
+    """Judgments in the order they arrived: by ``time`` where stamped (ISO-8601 sorts as text),
+    unstamped ones after, ties in their table order (a stable sort)."""
+    stamped = judgments["time"].notna()
+    return (
+        judgments.assign(_unstamped=~stamped, _time=judgments["time"].fillna(""))
+        .sort_values(["_unstamped", "_time"], kind="stable")
+        .drop(columns=["_unstamped", "_time"])
+    )
+
+
+def rated_judgments(judgments: pd.DataFrame, gold: Collection[str] = ()) -> pd.DataFrame:
+    """The judgments the stop rules look at: scores of rating types, in arrival order; never those of
+    ``gold`` items, which every rater of a batch judges so that raters can be checked."""
+    rated = judgments[judgments["task_type"].isin(POSITIVE_THRESHOLDS) & judgments["score"].notna() & ~judgments["item_id"].isin(gold)]
+    return arrival_order(rated)
+
+
+def asked_for(judgments: pd.DataFrame, decisions: pd.DataFrame) -> pd.Series:
+    """A mask over ``judgments`` (in any order): True for the judgments an adaptive campaign would
+    have asked for, the first ``used`` of each item in arrival order.  Items without a decision
+    (gold, answer types) keep every judgment."""
+    ordered = arrival_order(judgments)
+    rank = ordered.groupby(["item_id", "task_type"], sort=False).cumcount() + 1
+    used = ordered.merge(decisions[["item_id", "task_type", "used"]], on=["item_id", "task_type"], how="left")["used"]
+    keep = pd.Series((used.isna() | (rank.to_numpy() <= used.to_numpy())).to_numpy(), index=ordered.index)
+    return keep.reindex(judgments.index)
+
+
+DECISIONS_FILE = "replication.parquet"  # the annotate stage's decisions, read by topup and the release
+
+
+def adapt_round(
+    judgments: pd.DataFrame, gold: Collection[str], replicas: int, settings: ReplicationSettings
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """A round's judgments under the stop rule → (a mask of the judgments kept, each rated item's decision).
+
+    People's judgments are all kept (they were made; the decisions say which items are still open).
+    Simulated and replayed judgments stand in for a campaign that would have stopped asking: those
+    after an item's stop are left out, as if never asked."""
+    decisions = replication_decisions(rated_judgments(judgments, gold), replicas, settings)
+    keep = asked_for(judgments, decisions) | (judgments["source"] == SOURCE_PEOPLE)
+    return keep.to_numpy(bool), decisions
+
+
+def with_pilot_spread(settings: ReplicationSettings, plan: Mapping[str, Any]) -> ReplicationSettings:
+    """``settings`` with each type's ``rater_sd`` taken from a plan's pilot where params give none."""
+    return replace(settings, rater_sd={**pilot_rater_sd(plan), **settings.rater_sd})
 
 
 def rater_sd_from_repeats(scores: pd.DataFrame, raters: int) -> float:

@@ -49,14 +49,20 @@ class TriageSettings:
     folds: int = setting(5, low=2)  # cross-fitting of the audit's scores
     l2: float = setting(1.0, low=0.0)  # ridge penalty of the logistic regression on standardised signals
     step: int = setting(10, low=1)  # audited pairs between cuts tried
+    turns: int = setting(1, low=1)  # audit → fit → label rounds; each later one audits the band the last left, refits on every label
+    band_audit_share: float = setting(
+        0.25, low=0.0, high=1.0, open_range=True
+    )  # of the band, audited by a later turn: people rate the band anyway
     encoders: tuple[str, ...] = ("use-m3", "bow-glove50")  # whose signals (crisscross.campaign.signals) the triage stage reads
 
 
-def audit_sample(item_ids: pd.Series, share: float, seed: int, task_type: str) -> np.ndarray:
+def audit_sample(item_ids: pd.Series, share: float, seed: int, task_type: str, turn: int = 1) -> np.ndarray:
     """Which items people rate first: a seeded ``share`` of the type's items, each item's draw its
-    own (a hash of the seed, the type and its id), so the sample depends neither on row order nor
-    on which other items exist: items added later leave the audit of the earlier ones as it was."""
-    draws = [int.from_bytes(hashlib.blake2b(f"{seed}/audit/{task_type}/{item}".encode(), digest_size=8).digest()) for item in item_ids]
+    own (a hash of the seed, the type, the turn and its id), so the sample depends neither on row
+    order nor on which other items exist: items added later leave the audit of the earlier ones as
+    it was.  A later turn draws afresh, so its audit is a uniform sample of the band it is drawn from."""
+    key = f"{seed}/audit/{task_type}" + (f"/turn{turn}" if turn > 1 else "")
+    draws = [int.from_bytes(hashlib.blake2b(f"{key}/{item}".encode(), digest_size=8).digest()) for item in item_ids]
     return np.asarray(draws, dtype=np.float64) / 2.0**64 < share
 
 
@@ -188,23 +194,27 @@ class TypeTriage:
         }
 
 
-def fit_triage(task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int) -> TypeTriage:
-    """Fit on the audited pairs (``signals`` rows with every signal, ``positive`` their human label).
+def fit_triage(
+    task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int, certify: np.ndarray | None = None
+) -> TypeTriage:
+    """Fit on the labelled pairs (``signals`` rows with every signal, ``positive`` their human label)
+    and certify the cuts on those of them in ``certify`` (default: all), the current turn's audit.
     An audit too small for any cut, or of one class only, gives a triage that sends every pair to people."""
     x = signals.to_numpy(np.float64)
     y = np.asarray(positive, dtype=np.float64)
+    on = np.ones(len(x), dtype=bool) if certify is None else np.asarray(certify, dtype=bool)
     if np.isnan(x).any():
         raise ValueError(
             f"{task_type}: triage fits on audited pairs with every signal; {int(np.isnan(x).any(axis=1).sum())} rows have a gap"
         )
     names, labels = tuple(signals.columns), y.astype(bool)
-    if len(x) < fewest_audited(settings) or labels.all() or not labels.any():
+    if on.sum() < fewest_audited(settings) or labels.all() or not labels.any():
         note = (
-            f"audit too small: {len(x)} audited pairs with every signal ({int(labels.sum())} positive); "
+            f"audit too small: {int(on.sum())} audited pairs with every signal ({int(labels[on].sum())} positive); "
             f"a cut needs at least {fewest_audited(settings)} and both labels"
         )
         zeros = np.zeros(len(names))
-        return TypeTriage(task_type, names, zeros, np.ones(len(names)), zeros, 0.0, {}, len(x), int(labels.sum()), note)
+        return TypeTriage(task_type, names, zeros, np.ones(len(names)), zeros, 0.0, {}, int(on.sum()), int(labels[on].sum()), note)
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
     z = (x - mean) / scale
@@ -218,17 +228,26 @@ def fit_triage(task_type: str, signals: pd.DataFrame, positive: np.ndarray, sett
         fits.append((weights, intercept))
     weights = np.mean([w for w, _ in fits], axis=0)
     intercept = float(np.mean([b for _, b in fits]))
-    cuts = {side: cut for side in (POSITIVE, NEGATIVE) if (cut := certified_cut(held_out, labels, side, settings)) is not None}
-    note = "" if cuts else f"no cut certified: the audit's {len(x)} pairs do not bound an error rate of {settings.max_error} at either end"
-    return TypeTriage(task_type, names, mean, scale, weights, intercept, cuts, len(x), int(labels.sum()), note)
+    cuts = {side: cut for side in (POSITIVE, NEGATIVE) if (cut := certified_cut(held_out[on], labels[on], side, settings)) is not None}
+    note = (
+        ""
+        if cuts
+        else f"no cut certified: the audit's {int(on.sum())} pairs do not bound an error rate of {settings.max_error} at either end"
+    )
+    return TypeTriage(task_type, names, mean, scale, weights, intercept, cuts, int(on.sum()), int(labels[on].sum()), note)
 
 
 @dataclass(frozen=True)
 class Triaged:
-    """Every pair's fate (``decisions``: item_id, task_type, audit, score, label, reason) and each type's fit."""
+    """Every pair's fate (``decisions``: item_id, task_type, audit, turn, score, label, reason) and
+    each type's fits, one per turn run (``fits``: the last)."""
 
     decisions: pd.DataFrame
-    fits: dict[str, TypeTriage]
+    turns: dict[str, tuple[TypeTriage, ...]]
+
+    @property
+    def fits(self) -> dict[str, TypeTriage]:
+        return {kind: fits[-1] for kind, fits in self.turns.items()}
 
 
 def triage(
@@ -239,44 +258,68 @@ def triage(
     settings: TriageSettings,
     seed: int,
 ) -> Triaged:
-    """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's labels of the
-    audited ones (``human_positive`` by item id; audit items without one are left out of the fit).
+    """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's labels
+    (``human_positive`` by item id; audit items without one are left out of the fit).
 
-    Audited pairs keep people's label (``label`` is theirs, ``audit`` true); the others are
-    labelled by the machine beyond a cut, or left to people (``TO_PEOPLE``).
+    Turn 1 audits a seeded share of every pair, fits, certifies its cuts on that audit and labels
+    the pairs beyond them.  Each later turn (``settings.turns``) audits a fresh seeded share
+    (``band_audit_share``) of the band the last turn left, once every earlier audit is rated — no
+    extra cost, since people rate the band anyway: the fit takes every human label so
+    far, the cuts are certified on this turn's audit alone (a uniform sample of the band, so the
+    bound holds for the band's labels), and the band shrinks.  Audited pairs keep people's label
+    (``label`` is theirs, ``audit`` true); the others are labelled by the machine beyond a cut, or
+    left to people (``TO_PEOPLE``).  ``turn`` is the turn that decided a pair, or the last one run.
     """
-    parts, fits = [], {}
+    parts, turns = [], {}
     for task_type, rows in pairs.groupby("task_type", sort=True):
         rows = rows.sort_values("item_id", kind="stable")
-        audit = audit_sample(rows["item_id"], settings.audit_share, seed, task_type)
         signals = pair_signals(task_type, rows["id_a"], rows["id_b"], spaces, image_of)
+        complete = ~signals.isna().any(axis=1).to_numpy()
         known = np.asarray([item in human_positive for item in rows["item_id"]], dtype=bool)
-        fitted = audit & known & ~signals.isna().any(axis=1).to_numpy()
         truth = np.asarray([bool(human_positive.get(item, False)) for item in rows["item_id"]], dtype=bool)
-        fit = fit_triage(task_type, signals[fitted], truth[fitted], settings, seed)
-        scores = fit.score(signals)
-        labels = np.where(audit, np.where(truth, POSITIVE, NEGATIVE), fit.label(scores)).astype(np.int8)
-        labels[audit & ~known] = TO_PEOPLE
+        band = np.ones(len(rows), dtype=bool)  # pairs no turn has decided or audited yet
+        audited = np.zeros(len(rows), dtype=bool)
+        labels = np.full(len(rows), TO_PEOPLE, dtype=np.int8)
+        turn_of = np.zeros(len(rows), dtype=np.int64)
+        scores = np.full(len(rows), np.nan)
+        fits: list[TypeTriage] = []
+        for turn in range(1, settings.turns + 1):
+            share = settings.audit_share if turn == 1 else settings.band_audit_share
+            audit = band & audit_sample(rows["item_id"], share, seed, task_type, turn)
+            audited |= audit
+            fitted = audited & known & complete
+            fit = fit_triage(task_type, signals[fitted], truth[fitted], settings, seed, certify=audit[fitted])
+            fits.append(fit)
+            scores = np.where(band, fit.score(signals), scores)
+            machine = band & ~audit & (fit.label(scores) != TO_PEOPLE)
+            labels[machine] = fit.label(scores)[machine]
+            turn_of[band] = turn
+            band &= ~audit & ~machine
+            if (audit & ~known).any():
+                break  # this turn's audit awaits people: the next turn draws from the band its fit leaves
+        labels[audited] = np.where(truth, POSITIVE, NEGATIVE)[audited]
+        labels[audited & ~known] = TO_PEOPLE
         reasons = [
-            ("audit: rated by people" if is_known else "audit: awaiting people's rating")
+            (f"audit{f' (turn {t})' if t > 1 else ''}: " + ("rated by people" if is_known else "awaiting people's rating"))
             if is_audit
-            else fit.reason(float(score), int(label))
-            for is_audit, is_known, score, label in zip(audit, known, scores, labels, strict=True)
+            else fits[t - 1].reason(float(score), int(label))
+            for is_audit, is_known, t, score, label in zip(audited, known, turn_of, scores, labels, strict=True)
         ]
         parts.append(
             pd.DataFrame(
                 {
                     "item_id": rows["item_id"].to_numpy(),
                     "task_type": task_type,
-                    "audit": audit,
+                    "audit": audited,
+                    "turn": turn_of,
                     "score": scores,
                     "label": labels,
                     "reason": reasons,
                 }
             )
         )
-        fits[task_type] = fit
-    return Triaged(pd.concat(parts, ignore_index=True), fits)
+        turns[task_type] = tuple(fits)
+    return Triaged(pd.concat(parts, ignore_index=True), turns)
 
 
 PEOPLE, MACHINE, OPEN = "people", "machine", "open"  # who decided an item, or that it awaits people
@@ -286,10 +329,10 @@ PEOPLE, MACHINE, OPEN = "people", "machine", "open"  # who decided an item, or t
 class TriagedRound:
     """A round's items after triage: every item's fate, the machine's labels, the rows still for people."""
 
-    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, score, label, decided_by, checked, reason
+    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, turn, score, label, decided_by, checked, reason
     machine_labels: pd.DataFrame  # the machine's labels in use (items people did not rate), with their provenance
     open_tasks: pd.DataFrame  # tasks rows of the items that still need people, with their batches' gold items
-    fits: dict[str, TypeTriage]
+    turns: dict[str, tuple[TypeTriage, ...]]  # each type's fit per turn run
 
 
 def triage_round(
@@ -314,7 +357,7 @@ def triage_round(
             [
                 d,
                 unsignalled[["item_id", "task_type", "id_a", "id_b"]].assign(
-                    audit=False, score=np.nan, label=np.int8(TO_PEOPLE), reason="no machine signals for this task type"
+                    audit=False, turn=0, score=np.nan, label=np.int8(TO_PEOPLE), reason="no machine signals for this task type"
                 ),
             ],
             ignore_index=True,
@@ -332,23 +375,27 @@ def triage_round(
         for why, by_machine in zip(d.loc[rated_later, "reason"], machine[rated_later], strict=True)
     ]
     labelled = d[machine & ~known]
-    cuts = [done.fits[kind].cuts[side] for kind, side in zip(labelled["task_type"], labelled["label"], strict=True)]
+    cuts = [
+        done.turns[kind][turn - 1].cuts[side]
+        for kind, turn, side in zip(labelled["task_type"], labelled["turn"], labelled["label"], strict=True)
+    ]
     machine_labels = labelled[["item_id", "task_type", "id_a", "id_b"]].assign(
         positive=labelled["label"] == POSITIVE,
         score=labelled["score"],
         cut=[cut.score for cut in cuts],
         bound=[cut.bound for cut in cuts],
         audited=[cut.audited for cut in cuts],
+        turn=labelled["turn"],
         signals=[",".join(done.fits[kind].signals) for kind in labelled["task_type"]],
         reason=labelled["reason"],
     )
     still_open = set(d.loc[d["decided_by"] == OPEN, "item_id"])
     batches = set(tasks.loc[tasks["item_id"].isin(still_open), "batch_id"])
     open_tasks = tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
-    columns = ["item_id", "task_type", "id_a", "id_b", "audit", "score", "label", "decided_by", "checked", "reason"]
+    columns = ["item_id", "task_type", "id_a", "id_b", "audit", "turn", "score", "label", "decided_by", "checked", "reason"]
     return TriagedRound(
         d[columns].sort_values("item_id", kind="stable").reset_index(drop=True),
         machine_labels.sort_values("item_id").reset_index(drop=True),
         open_tasks,
-        done.fits,
+        done.turns,
     )

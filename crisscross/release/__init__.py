@@ -2,8 +2,9 @@
 
 ``contents`` (tables, pseudonymised raters), ``pseudonyms`` (keyed hashes), ``merge`` (CxC's
 Karpathy merge), ``card`` (``README.md`` and plots), ``croissant`` (``croissant.json``), ``parts``
-(COCO-BISON triples and Flickr30k Entities boxes beside the rounds), ``versions`` (semantic
-versions, diffs, changelog), ``build`` (the whole release, staged and swapped in atomically),
-``load`` (``crisscross.load_release``).  The CxC files and the manifest are formats
+(COCO-BISON triples, Flickr30k Entities boxes and machine labels beside the rounds), ``labels``
+(how the labels were obtained: replication per task type, the machine's share), ``versions``
+(semantic versions, diffs, changelog), ``build`` (the whole release, staged and swapped in
+atomically), ``load`` (``crisscross.load_release``).  The CxC files and the manifest are formats
 (``crisscross.formats``).
 """

@@ -43,7 +43,7 @@ from crisscross.formats.manifest import (
 )
 from crisscross.formats.schema import VERIFY
 from crisscross.formats.verify import RELEASE_COLUMNS, verify_csv
-from crisscross.release import card, croissant, merge
+from crisscross.release import card, croissant, labels, merge
 from crisscross.release.contents import Contents, collect, cxc_rows, no_rounds, verify_maps
 from crisscross.release.load import Release, load_release
 from crisscross.release.parts import PARTS, Part, read_parts, units, write_part
@@ -63,7 +63,8 @@ def read_contents(request: ReleaseRequest) -> tuple[Contents, tuple[Part, ...]]:
         raise ParamError(f"unknown release part {unknown[0]!r}; known: {', '.join(PARTS.names())}")
     if not request.rounds and not request.parts:
         raise ParamError(
-            "nothing to release: give --rated (rated rounds), --bison (a bison --verified output) or --entities (a boxes output)"
+            "nothing to release: give --rated (rated rounds), --bison (a bison --verified output), --entities (a boxes output) "
+            "or --machine-labels (a triage output)"
         )
     if request.rounds and request.items is None:
         raise ParamError("--rated needs --items (the ingest output the rounds were built from)")
@@ -74,6 +75,7 @@ def read_contents(request: ReleaseRequest) -> tuple[Contents, tuple[Part, ...]]:
 
 def plan(request: ReleaseRequest) -> Plan:
     contents, parts = read_contents(request)
+    labels.kept_apart(contents, parts)
     simulated = contents.simulated or any(p.simulated for p in parts)  # Plan.simulated, needed before the plan exists
     if simulated and not request.simulated:
         raise ParamError("the judgments are SIMULATED: pass --simulated to release them (the version is then labelled -simulated)")
@@ -288,6 +290,7 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
     for part in decided.parts:
         files = {n: t for n, t in files.items() if not n.startswith(f"{DATA}/{part.name}/")}
         files.update({f"{DATA}/{part.name}/{n}": text for n, text in part.notes.items()})
+    replication, machine = labels.obtained(decided.contents, decided.parts)
     return card.CardInputs(
         title=s.title,
         name=release_name(s.name, decided.simulated),
@@ -308,6 +311,8 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
         changelog_entry=entry,
         simulated=decided.simulated,
         sections=[card.Section(p.title, p.card, [f"{p.name}/{t}" for t in sorted(p.tables)], p.citation) for p in decided.parts],
+        replication=tuple(replication.values()),
+        machine_labels=machine,
     )
 
 

@@ -87,7 +87,9 @@ class CardInputs:
     examples: Sequence[tuple[str, str, str, float]] = field(default_factory=tuple)  # (type, text a, text b, score)
     changelog_entry: str = ""
     simulated: bool = False  # a part is simulated (the rounds say so themselves)
-    sections: Sequence[Section] = ()  # the parts' sections (COCO-BISON, Flickr30k Entities)
+    sections: Sequence[Section] = ()  # the parts' sections (COCO-BISON, Flickr30k Entities, machine labels)
+    replication: Sequence[str] = ()  # per task type, the replication its items had (release.labels.obtained)
+    machine_labels: str = ""  # what a machine labelled, or that it labelled nothing; empty: no labels section
 
 
 def plots(contents: Contents) -> dict[str, bytes]:
@@ -150,10 +152,13 @@ def render(contents: Contents, inputs: CardInputs) -> str:
             "## How it was built",
             "",
             *_built(contents, inputs, simulated),
+            *_labels(inputs),
             "## Plots",
             "",
             *[f"![{text}]({path})\n" for path, text in PLOTS.items() if path in inputs.files],
         ]
+    else:
+        parts += _labels(inputs)
     for section in inputs.sections:
         parts += [f"## {md(section.title)}", "", *section.lines, ""]
     kinds = set(pairs["task_type"])
@@ -204,7 +209,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         ),
         "## Citation",
         "",
-        fenced("\n".join([inputs.citation, *(s.citation for s in inputs.sections)]), "bibtex"),
+        fenced("\n".join([inputs.citation, *(s.citation for s in inputs.sections if s.citation)]), "bibtex"),
         "",
         "## Known limitations",
         "",
@@ -216,6 +221,23 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         "",
     ]
     return "\n".join(parts)
+
+
+def _labels(inputs: CardInputs) -> list[str]:
+    """Who labelled what: the replication people's labels had per task type, then the machine's share."""
+    if not inputs.machine_labels:
+        return []
+    lines = ["## How the labels were obtained", ""]
+    if inputs.replication:
+        lines += [
+            "Every label of the rounds' tables aggregates raters' judgments. Per task type, the judgments its items actually had "
+            "(every judgment on a released item in `data/judgments.parquet`, including those of raters that quality control excluded) and "
+            "whether replication stopped early:",
+            "",
+            *[f"- {md(line)}" for line in inputs.replication],
+            "",
+        ]
+    return [*lines, md(inputs.machine_labels), ""]
 
 
 def _positives_rule(kinds: set[str]) -> list[str]:

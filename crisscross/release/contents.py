@@ -2,8 +2,9 @@
 
 Inputs are the aggregate stage's folders (``rated.parquet``, ``judgments_kept.parquet``,
 ``raters.csv``, ``facts.json``), optionally the annotate stage's ``judgments.parquet`` of each
-round (for gold and excluded judgments too) and the ingest stage's items (each pair's split,
-caption text, the Karpathy-shaped document).  Raters appear only under pseudonyms
+round (for gold and excluded judgments too; with its ``replication.parquet`` when the round was
+replicated adaptively) and the ingest stage's items (each pair's split, caption text, the
+Karpathy-shaped document).  Raters appear only under pseudonyms
 (:mod:`crisscross.release.pseudonyms`); submission times are left out, since they can link a
 pseudonym back to a platform's records.
 """
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from crisscross.aggregate.round import RATED_COLUMNS
 from crisscross.annotate.providers import CXC_WORKER
+from crisscross.campaign.replication import DECISIONS_FILE, FIXED
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.ids import IdFormError, published, split_id
 from crisscross.formats.schema import RATING_TYPES, SOURCE_REPLAY, TASK_TYPE_INFO, VERIFY
@@ -57,6 +59,7 @@ JUDGMENT_COLUMNS = (
 KEPT, EXCLUDED, GOLD = "kept", "excluded-rater", "gold"  # a judgment's status: aggregated, its rater failed QC, a gold item
 ITEM_ROWS, SOURCE_ROWS = "item", "source-row"  # CxC CSV rows: one per rated item, or one per replayed release row
 CXC_ROW_MODES = (ITEM_ROWS, SOURCE_ROWS)
+REPLICATION_COLUMNS = ("item_id", "task_type", "stopped", "open")  # what the release reads of DECISIONS_FILE
 UNSPLIT = "all"  # the split name of items their source gave no split (files sts_all.csv, …)
 
 
@@ -78,6 +81,8 @@ class Round:
     raters: pd.DataFrame
     facts: dict[str, Any]
     all_judgments: bool
+    replication: pd.DataFrame | None = None  # the annotate stage's decisions per item when it replicated adaptively
+    rule: str = FIXED  # its stop rule (annotate report.json's replication.rule)
 
 
 @dataclass(frozen=True)
@@ -114,9 +119,27 @@ def read_round(spec: RoundInput) -> Round:
     )
     facts = json.loads(_need(spec.rated / "facts.json", "aggregate").read_text(encoding="utf-8"))
     judgments = kept
+    replication, rule = None, FIXED
     if spec.judgments is not None:
         judgments = pq.read_table(_need(spec.judgments / "judgments.parquet", "annotate")).to_pandas()
-    return Round(spec.number, rated, kept, judgments, raters, facts, spec.judgments is not None)
+        replication, rule = read_replication(spec.judgments)
+    return Round(spec.number, rated, kept, judgments, raters, facts, spec.judgments is not None, replication, rule)
+
+
+def read_replication(folder: Path) -> tuple[pd.DataFrame | None, str]:
+    """An annotate output's per-item stop decisions and rule; none (the fixed design) without its decisions file."""
+    path = folder / DECISIONS_FILE
+    if not path.is_file():
+        return None, FIXED
+    report = json.loads(_need(folder / "report.json", "annotate").read_text(encoding="utf-8"))
+    rule = (report.get("replication") or {}).get("rule")
+    if not rule:
+        raise InputError(f"{folder / 'report.json'} names no replication.rule beside {path}: rerun the annotate stage")
+    decisions = pq.read_table(path).to_pandas()
+    missing = sorted(set(REPLICATION_COLUMNS) - set(decisions.columns))
+    if missing:
+        raise InputError(f"{path} has no {missing[0]} column: rerun the annotate stage")
+    return decisions[list(REPLICATION_COLUMNS)], str(rule)
 
 
 def item_splits(items: Path) -> dict[str, str]:

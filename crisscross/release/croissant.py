@@ -6,7 +6,8 @@ records); every CSV is also a ``RecordSet`` whose fields read its columns, so
 ``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
 (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
-with how many raters per item.
+with how many judgments per item; the description and the labels' record sets say how the labels
+were obtained (:mod:`crisscross.release.labels`), machine labels apart.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import datetime
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from crisscross.annotate.instructions import INSTRUCTIONS
+from crisscross.campaign.triage import MACHINE
 from crisscross.core.errors import InputError
 from crisscross.formats.manifest import (
     ATTRIBUTION,
@@ -30,6 +32,7 @@ from crisscross.formats.manifest import (
     release_files,
 )
 from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED
+from crisscross.release import labels
 from crisscross.release.request import Plan, ReleaseRequest, release_name
 
 if TYPE_CHECKING:  # mlcroissant (0.5 s) loads when a release is described or checked, not with the command
@@ -63,6 +66,8 @@ class CroissantInputs:
     limitations: Sequence[str]
     biases: Sequence[str]
     keywords: Sequence[str] = ()
+    machine_tools: Sequence[str] = ()  # rai:machineAnnotationTools, when a machine assigned labels
+    descriptions: Mapping[str, str] = field(default_factory=dict)  # CSV file → its record set's description
 
 
 def metadata(
@@ -87,7 +92,7 @@ def metadata(
         mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
         for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
-    record_sets = [_record_set(folder, name) for name in files if name.endswith(".csv")]
+    record_sets = [_record_set(folder, name, inputs.descriptions.get(name)) for name in files if name.endswith(".csv")]
     published = datetime.datetime.fromisoformat(inputs.date)
     return mlc.Metadata(
         name=inputs.name,
@@ -114,6 +119,7 @@ def metadata(
         data_annotation_platform=[inputs.platform],
         data_annotation_analysis=list(inputs.agreement),
         annotations_per_item=inputs.raters_per_item,
+        machine_annotation_tools=list(inputs.machine_tools) or None,
         annotator_demographics=["Not collected."],
         personal_sensitive_information=[
             "Rater ids are pseudonyms (HMAC-SHA256 under a key kept outside the release; simulated raters under a public key); "
@@ -132,7 +138,7 @@ def record_set_id(name: str) -> str:
     return "_".join(parts[1:] if parts[0] == "data" and len(parts) > 1 else parts)
 
 
-def _record_set(folder: Path, name: str) -> mlc.RecordSet:
+def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordSet:
     import mlcroissant as mlc
 
     types = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # by numpy dtype kind
@@ -147,7 +153,7 @@ def _record_set(folder: Path, name: str) -> mlc.RecordSet:
         )
         for column in frame.columns
     ]
-    return mlc.RecordSet(id=stem, name=stem, fields=fields)
+    return mlc.RecordSet(id=stem, name=stem, description=description, fields=fields)
 
 
 def to_json(meta: mlc.Metadata) -> dict[str, Any]:
@@ -183,6 +189,7 @@ PLATFORMS = {
     SOURCE_SIMULATED: "a simulated rater panel (crisscross annotate, source: simulate); no people rated",
     SOURCE_PEOPLE: "people's judgments imported from an annotation tool's export (crisscross annotate, source: import)",
     SOURCE_REPLAY: "judgments replayed from an earlier release (crisscross annotate, source: replay)",
+    MACHINE: "a calibrated machine (crisscross triage): labels beyond cuts certified on the raters' audit, kept apart in their own record set; no person assigned them",
 }
 
 
@@ -197,13 +204,23 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
             0,
             "Candidate pairs sampled by encoder similarity (Crisscrossed Captions) and machine annotators (ECCV Caption), rated per task type in batches with gold items.",
         )
+    replication, machine = labels.obtained(contents, decided.parts)
+    told = [
+        "SIMULATED: the judgments come from a simulated rater panel, not people." if simulated else "",
+        f"How the labels were obtained: {'; '.join(replication.values())}." if replication else "",
+        machine,
+    ]
+    machine_part = labels.machine_part(decided.parts)
+    descriptions = {f"{DATA}/{kind.lower()}_{split}.csv": line for kind, line in replication.items() for split in contents.splits}
+    if machine_part is not None:
+        descriptions.update({f"{DATA}/{machine_part.name}/{n}": text for n, text in machine_part.notes.items()})
     inputs = CroissantInputs(
         name=release_name(s.name, simulated),
-        description=s.description + (" SIMULATED: the judgments come from a simulated rater panel, not people." if simulated else ""),
+        description=" ".join(filter(None, [s.description, *told])),
         version=str(decided.version),
         date=decided.date,
         licence_url=s.licence_url,
-        citation="\n".join([s.citation, *(p.citation for p in decided.parts)]),
+        citation="\n".join([s.citation, *(p.citation for p in decided.parts if p.citation)]),
         url=s.url,
         creator=s.creator,
         simulated=simulated,
@@ -211,9 +228,7 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         keywords=[p.title for p in decided.parts],
         platform="; ".join(PLATFORMS.get(x, x) for x in sources),
         instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
-        raters_per_item=", ".join(
-            f"{k} {f['usual_judgments_per_item']}" for facts in contents.facts.values() for k, f in sorted(facts.items())
-        ),
+        raters_per_item="; ".join(replication.values()),
         agreement=[
             f"Krippendorff's alpha ({f['alpha_level']}) {k}: {f['alpha']}"
             for facts in contents.facts.values()
@@ -223,6 +238,8 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         biases=["See data/bias_audit.json."]
         if request.positives is not None and (request.positives / "bias_audit.json").is_file()
         else ["Not audited for this build."],
+        machine_tools=[machine_part.collection] if machine_part is not None else [],
+        descriptions=descriptions,
     )
     file_sets = {f"{DATA}/{p.name}/{folder}": spec for p in decided.parts for folder, spec in p.file_sets.items()}
     files = [

@@ -20,7 +20,7 @@ from crisscross.formats.manifest import DATA, INFO, SUMS, is_release
 class Release:
     """A loaded release: ``tables`` (Arrow) and ``frames`` (pandas) by file stem (``pairs``,
     ``judgments``, ``sts_test``, ``verify_test``, ``raters``, ``qc_exclusions``, …; a part's as
-    ``bison/triples``, ``entities/boxes``, ``entities/chains``), ``info`` (``release.json``), the
+    ``bison/triples``, ``entities/boxes``, ``entities/chains``, ``machine_labels/labels``), ``info`` (``release.json``), the
     ECCV-shaped positive maps by file stem and a part's JSON documents (``bison/bison_annotations``)."""
 
     path: Path

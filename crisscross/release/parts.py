@@ -1,4 +1,5 @@
-"""Datasets a release carries beside the rated rounds: COCO-BISON triples and Flickr30k Entities boxes.
+"""Datasets a release carries beside the rated rounds: COCO-BISON triples, Flickr30k Entities boxes
+and the labels a machine assigned (``crisscross triage``), which never join people's tables.
 
 Each is read from its stage's output folder into a :class:`Part` — the files written under
 ``data/<name>/``, its tables, its counts, whether it is simulated and its card section — so the
@@ -18,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from crisscross.campaign.triage import MACHINE
 from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.registry import Registry
@@ -25,7 +27,7 @@ from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_SIMULATED
 from crisscross.release.card import md
 from crisscross.release.pseudonyms import Salt, pseudonyms
 
-BISON, ENTITIES = "bison", "entities"
+BISON, ENTITIES, MACHINE_LABELS = "bison", "entities", "machine_labels"
 BISON_JSON = "bison_annotations.json"
 ENTITY_FOLDERS = {"Sentences": ("txt", "text/plain"), "Annotations": ("xml", "application/xml")}
 # what the diff counts as one unit of each part's tables: a changed unit is one removed and one added
@@ -35,6 +37,22 @@ DIFF_KEYS: dict[str, dict[str, tuple[str, ...]]] = {
         "boxes": ("image_id", "xmin", "ymin", "xmax", "ymax", "chains"),
         "chains": ("image_id", "chain", "caption_id", "index", "kind", "outcome"),
     },
+    MACHINE_LABELS: {"labels": ("task_type", "item_id", "positive")},
+}
+# the columns of the triage stage's machine_labels.parquet a release needs, typed: an empty table reads back without its types
+MACHINE_LABEL_TYPES = {
+    "item_id": str,
+    "task_type": str,
+    "id_a": str,
+    "id_b": str,
+    "positive": bool,
+    "score": "float64",
+    "cut": "float64",
+    "bound": "float64",
+    "audited": "int64",
+    "signals": str,
+    "reason": str,
+    "simulated_audit": bool,
 }
 BISON_CITATION = """@inproceedings{hu2019bison,
   title = {Evaluating Text-to-Image Matching using Binary Image Selection ({BISON})},
@@ -239,6 +257,66 @@ def read_entities(folder: Path, salt: Salt, settings: Mapping[str, Any]) -> Part
             "chains.parquet": "the same as chains.csv",
         },
         file_sets=dict(ENTITY_FOLDERS),
+    )
+
+
+@PARTS.register(MACHINE_LABELS)
+def read_machine_labels(folder: Path, salt: Salt, settings: Mapping[str, Any]) -> Part:
+    """The ``triage`` output's ``machine_labels.parquet``: the machine's labels in use, each with its
+    provenance (score, certified cut, audited pairs, error bound, signals, reason, and whatever else
+    the triage records) and ``source`` ``machine``, in a folder of their own so no table of people's
+    labels takes them in.  The card has a row per certified cut (a later triage turn certifies its own)."""
+    found = pq.read_table(_need(folder / "machine_labels.parquet", "triage")).to_pandas()
+    missing = sorted(set(MACHINE_LABEL_TYPES) - set(found.columns))
+    if missing:
+        raise InputError(f"{folder / 'machine_labels.parquet'} has no {missing[0]} column: rerun the triage stage")
+    labels = (
+        found.astype(MACHINE_LABEL_TYPES).assign(source=MACHINE).sort_values(["task_type", "item_id"], kind="stable").reset_index(drop=True)
+    )
+    names = {True: "positive", False: "negative"}
+    by_type = {
+        str(kind): {names[bool(positive)]: len(rows) for positive, rows in group.groupby("positive", sort=True)}
+        for kind, group in labels.groupby("task_type", sort=True)
+    }
+    cuts = labels.groupby(["task_type", "positive", "cut", "audited", "bound"], sort=True).size().rename("labels").reset_index()
+    simulated = bool(labels["simulated_audit"].any())
+    card = (
+        "These labels were assigned by a calibrated machine with a certified error bound, never by people (`crisscross triage`). "
+        "Per task type, a logistic regression over the text encoders' signals was fitted on an audit sample "
+        "that raters labelled; a pair is labelled only beyond a cut where the Clopper–Pearson upper bound on the share of audited "
+        "pairs rated otherwise stays within the triage's `max_error` (at confidence 1 − `delta`). Pairs between the cuts went to "
+        "raters." + (" SIMULATED: the audit the machine learnt from was rated by a simulated panel, not people." if simulated else ""),
+        "",
+        f"They are kept apart: `data/{MACHINE_LABELS}/labels.csv` and `labels.parquet` hold them, each row with its provenance "
+        "(`score`, `cut`, `audited` pairs behind the cut, error `bound`, `signals`, `reason`) and `source` *machine*; the rounds' "
+        "tables (`data/pairs.parquet`, the files per task type and split, `data/judgments.parquet`) hold none of these items, and "
+        "no count of people's labels includes them.",
+        "",
+        "| task type | label | machine labels | cut (score) | audited pairs behind it | error bound |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {md(row.task_type)} | {names[bool(row.positive)]} | {row.labels:,} | {'≥' if row.positive else '≤'} {row.cut:.3f} | "
+            f"{row.audited:,} | {row.bound:.4f} |"
+            for row in cuts.itertuples()
+        ],
+    )
+    return Part(
+        name=MACHINE_LABELS,
+        title="Machine labels",
+        files={},
+        tables={"labels": labels},
+        counts={"labels": len(labels), "by_type": by_type},
+        simulated=simulated,
+        source=MACHINE,
+        card=card,
+        citation="",
+        collection="Machine labels (crisscross triage): a regression over text-encoder signals fitted on "
+        "an audit raters labelled, labels only beyond cuts whose error rate a Clopper–Pearson bound certifies; kept apart from people's labels.",
+        notes={
+            "labels.csv": "one label a calibrated machine assigned (never people) per row: item, task type, ids, positive, and its "
+            "provenance (score, certified cut, audited pairs behind it, error bound, signals, reason, as the triage records it); source machine",
+            "labels.parquet": "the same as labels.csv",
+        },
     )
 
 

@@ -1,5 +1,6 @@
 """Where a release came from, as ``release.json`` records it: the code's hash, the inputs' hashes
-(their own and their ``dvc.lock`` md5), the params, the date and the counts.
+(their own and their ``dvc.lock`` md5), the params, the date, the counts and the replication
+each task type's labels had.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from crisscross.formats.manifest import (
     file_sha256,
     tree_sha256,
 )
-from crisscross.release import card
+from crisscross.release import card, labels
 from crisscross.release.request import Plan, ReleaseRequest, release_name
 
 
@@ -115,6 +116,7 @@ def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str
         "previous": str(decided.previous_version) if decided.previous_version else None,
         "bump": decided.diff.level if decided.diff else None,
         "summary": card.summary(contents),
+        "replication": labels.replication(contents),
         "parts": {p.name: dict(p.counts) for p in decided.parts},
         "counts": data_counts(root),
     }

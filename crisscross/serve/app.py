@@ -4,8 +4,12 @@ Routes: ``/signin`` (a page whose script posts the link's ``#token=…`` fragmen
 never appears in a URL the server or a proxy logs), ``/`` (the rater page), ``/api/batch`` (the
 rater's batch as JSON: texts, image URLs, instructions, scale, examples, BISON's options by number;
 no item ids, caption ids, gold flags or sampling methods), ``/api/submit`` (a whole batch, with the CSRF header), ``/api/image`` and
-``/api/example`` (image bytes of the rater's own batch or of the examples, confined to the image
-folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
+``/api/example`` (image bytes of the items the rater was shown or of the examples, confined to the
+image folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
+
+Under adaptive replication (``AppConfig.replication``, a rule other than ``fixed``) each stored
+submit closes the batch's items whose stop rule has decided them, so the store hands out only the
+judgments still needed.
 """
 
 import os
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import quote
 
+import pandas as pd
 import pyarrow as pa
 from fastapi import Depends, FastAPI, Form, Header, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -24,6 +29,7 @@ from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
 from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
 from crisscross.annotate.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
+from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.formats.schema import (
@@ -66,6 +72,7 @@ class AppConfig:
     burst: float = 40.0
     ip_rate_per_second: float = 200.0  # per client address, whatever its cookies
     signins_per_minute: float = 20.0  # per client address, checked before the token is
+    replication: ReplicationSettings = field(default_factory=ReplicationSettings)  # when an item has judgments enough
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
 
@@ -184,6 +191,15 @@ def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
     return view
 
 
+def close_decided(store: Store, batch_id: str, replicas: int, settings: ReplicationSettings, now: float) -> None:
+    """Close the rated items of ``batch_id`` that their stop rule has decided, on every judgment
+    they have, so nobody is asked for more of them."""
+    frame = pd.DataFrame(store.judgments(batch_id), columns=["item_id", "task_type", "score", "time"])
+    decisions = replication_decisions(rated_judgments(frame), replicas, settings)
+    decided = zip(decisions["item_id"], decisions["stopped"], decisions["reason"], strict=True)
+    store.close_items({item: reason for item, stopped, reason in decided if stopped}, now)
+
+
 def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
     """The app over one store and round; ``store.init()`` and ``load_tasks`` have run."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
@@ -274,18 +290,20 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
         name, session = who
         if not csrf_ok(secret, session, csrf):
             raise HTTPException(403, "the page's CSRF token is missing or wrong: reload the page")
+        now = config.clock()
         try:
             answers = [Answer(a.position, a.score, _answer(body.batch_id, a), a.seconds) for a in body.answers]
-            stored = store.submit(name, body.batch_id, answers, config.clock(), config.replicas)
+            stored = store.submit(name, body.batch_id, answers, now, config.replicas)
         except Refused as refused:
             raise HTTPException(refused.status, str(refused)) from None
+        if stored and config.replication.rule != FIXED:  # a fixed design never stops early
+            close_decided(store, body.batch_id, config.replicas, config.replication, now)
         return {"stored": stored, "batch_id": body.batch_id}
 
     @app.get("/api/image/{position}/{side}")
     def image(position: int, side: str, batch: str, who: Rater) -> Response:
         name, _ = who
-        held = store.held_batch(name, config.clock(), config.timeout)
-        row = round_.tasks.get((batch, position)) if held == batch else None
+        row = round_.tasks.get((batch, position)) if store.shows(name, batch, position, config.clock(), config.timeout) else None
         sides = {"1": 0, "2": 1} if row is not None and row.task_type == VERIFY_TRIPLE else {"a": 0, "b": 1}
         if row is None or side not in sides:
             raise HTTPException(404, "no such image in your batch")

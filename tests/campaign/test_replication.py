@@ -10,7 +10,17 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from crisscross.campaign.replication import CI_WIDTH, ReplicationSettings, decide, rater_sd_from_repeats, replication_decisions
+from crisscross.campaign.replication import (
+    CI_WIDTH,
+    THRESHOLD,
+    ReplicationSettings,
+    adapt_round,
+    arrival_order,
+    decide,
+    rater_sd_from_repeats,
+    replication_decisions,
+    with_pilot_spread,
+)
 from crisscross.core.errors import ParamError
 from crisscross.core.settings import settings_from_params
 from crisscross.formats.schema import SIS, STS
@@ -19,7 +29,7 @@ SD = {STS: 0.84, SIS: 0.84}
 
 
 def test_the_threshold_rule_stops_at_the_first_look_that_is_clear_of_the_threshold() -> None:
-    settings = ReplicationSettings(alpha=0.1, rater_sd=SD)
+    settings = ReplicationSettings(rule=THRESHOLD, alpha=0.1, rater_sd=SD)
     z = norm.ppf(1 - 0.1 / 4)  # looks at 2, 3, 4 and 5 judgments
     assert 0.84 * z / math.sqrt(2) == pytest.approx(1.1642, abs=1e-4)
     far = decide(np.array([0.0, 0.5, 4.0, 4.0, 4.0]), STS, 5, settings)  # mean 0.25 at two: 2.75 below 3
@@ -44,7 +54,7 @@ def test_the_ci_width_rule_asks_every_item_for_the_same_precision() -> None:
 def test_the_threshold_rule_errs_on_the_side_at_most_alpha_of_the_time() -> None:
     """Items whose true mean sits just above the threshold: the share stopped below it stays under alpha."""
     rng = np.random.default_rng(5)
-    settings = ReplicationSettings(alpha=0.1, rater_sd=SD)
+    settings = ReplicationSettings(rule=THRESHOLD, alpha=0.1, rater_sd=SD)
     for offset in (0.05, 0.3, 0.8):
         scores = 3.0 + offset + 0.84 * rng.standard_normal((4000, 5))
         frame = pd.DataFrame({"item_id": np.repeat([f"i{k:05d}" for k in range(4000)], 5), "task_type": STS, "score": scores.ravel()})
@@ -73,7 +83,7 @@ def test_settings_are_checked_like_every_section() -> None:
 
 
 def test_a_ceiling_below_the_minimum_is_the_ceiling() -> None:
-    settings = ReplicationSettings(min_judgments=3, rater_sd=SD)
+    settings = ReplicationSettings(rule=THRESHOLD, min_judgments=3, rater_sd=SD)
     d = decide(np.array([0.0]), STS, 1, settings)
     assert (d.used, d.stopped, d.reason) == (1, False, "the ceiling of 1 judgments")
 
@@ -83,3 +93,33 @@ def test_the_rater_spread_does_not_depend_on_which_copy_comes_first() -> None:
     flipped = [rows[1], rows[0], rows[2], rows[3], rows[5], rows[4]]
     one, two = (rater_sd_from_repeats(pd.DataFrame(r, columns=["item_id", "score"]), 5) for r in (rows, flipped))
     assert one == pytest.approx(two) == pytest.approx(math.sqrt(5 * np.mean([1.0, 0.64, 0.16]) / 2))
+
+
+def judgments_frame(rows: list[tuple[str, str, float, str | None, str]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["item_id", "worker", "score", "time", "source"]).assign(task_type=STS)
+
+
+def test_arrival_is_the_stamped_time_then_the_table_order() -> None:
+    frame = judgments_frame(
+        [("a", "w1", 1.0, None, "simulate"), ("a", "w2", 2.0, "2026-11-02T00:00:00Z", "people"), ("a", "w3", 3.0, "2026-11-01T00:00:00Z", "people"),
+         ("a", "w4", 4.0, None, "simulate")]
+    )  # fmt: skip
+    assert arrival_order(frame)["worker"].tolist() == ["w3", "w2", "w1", "w4"]
+
+
+def test_a_round_under_the_rule_drops_only_what_a_campaign_would_not_have_asked() -> None:
+    settings = ReplicationSettings(rule=THRESHOLD, alpha=0.1, rater_sd=SD)
+    clear = [("clear", f"w{k}", 0.0, None, "simulate") for k in range(5)]  # decided at two judgments
+    made = [("made", f"w{k}", 0.0, f"2026-11-0{k + 1}T00:00:00Z", "people") for k in range(5)]  # people's: all kept
+    gold = [("gold", f"w{k}", 5.0, None, "simulate") for k in range(5)]  # every rater of a batch judges gold
+    frame = judgments_frame(clear + made + gold)
+    keep, decisions = adapt_round(frame, {"gold"}, 5, settings)
+    assert frame[keep].groupby("item_id").size().to_dict() == {"clear": 2, "made": 5, "gold": 5}
+    assert decisions.set_index("item_id")["used"].to_dict() == {"clear": 2, "made": 2}
+    assert decisions["stopped"].all() and "gold" not in set(decisions["item_id"])
+
+
+def test_a_plan_fills_the_spread_params_leave_out() -> None:
+    plan = {"types": {STS: {"pilot": {"rater_sd": 0.9}}, SIS: {"pilot": {"rater_sd": 0.7}}}}
+    settings = with_pilot_spread(ReplicationSettings(rater_sd={STS: 0.5}), plan)
+    assert dict(settings.rater_sd) == {STS: 0.5, SIS: 0.7}

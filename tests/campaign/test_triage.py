@@ -4,6 +4,7 @@ what the triage decides and records on a synthetic collection whose truth is kno
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -128,9 +129,8 @@ def test_each_rating_type_has_its_signals() -> None:
         pair_signals("VERIFY", [], [], [space], image_of)
 
 
-def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
-    """A synthetic STS collection: 12,000 pairs of captions whose caption-vector cosine drives what
-    people say; the machine labels the clear ends and agrees with people there as certified."""
+def synthetic_sts() -> tuple[pd.DataFrame, TextSpace, dict[str, str], np.ndarray]:
+    """12,000 STS pairs of captions whose caption-vector cosine drives what people say (``truth``)."""
     rng = np.random.default_rng(SEED)
     n = 24_000
     captions = [f"coco:cap:{k}" for k in range(n)]
@@ -146,6 +146,12 @@ def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     )
     cosine = pair_signals(STS, pairs["id_a"], pairs["id_b"], [space], image_of)["toy:captions"].to_numpy()
     truth = rng.random(n // 2) < 1 / (1 + np.exp(-40 * (cosine - 0.6)))
+    return pairs, space, image_of, truth
+
+
+def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
+    """The machine labels the synthetic collection's clear ends and agrees with people there as certified."""
+    pairs, space, image_of, truth = synthetic_sts()
     people = dict(zip(pairs["item_id"], truth, strict=True))
     settings = TriageSettings()
     done = triage(pairs, people, [space], image_of, settings, SEED)
@@ -191,3 +197,35 @@ def test_a_round_keeps_types_without_signals_and_gold_for_people() -> None:
     assert fate == {"sts:a": OPEN, "verify:b": OPEN, "sts:d": PEOPLE}  # the gold item is QC, not an item to decide
     assert list(done.open_tasks["item_id"]) == ["sts:a", "verify:b", "gold:c"]  # b1 is still open, so its gold stays
     assert done.decisions.set_index("item_id").loc["verify:b", "reason"] == "no machine signals for this task type"
+
+
+def test_later_turns_audit_the_band_refit_on_every_label_and_certify_on_their_own_audit() -> None:
+    """A first audit too small to certify (2%): the second turn audits a quarter of the band, refits
+    on both audits and labels what the first could not; a third finds the rest too ambiguous."""
+    pairs, space, image_of, truth = synthetic_sts()
+    people = dict(zip(pairs["item_id"], truth, strict=True))
+    settings = TriageSettings(audit_share=0.02, turns=3)
+    one = triage(pairs, people, [space], image_of, replace(settings, turns=1), SEED).decisions.set_index("item_id")
+    done = triage(pairs, people, [space], image_of, settings, SEED)
+    three = done.decisions.set_index("item_id").loc[one.index]
+    assert ((one["label"] != TO_PEOPLE) == one["audit"]).all() and done.turns[STS][0].note.startswith("audit too small")
+    assert three.loc[three["turn"] == 1, ["audit", "label", "reason"]].equals(one.loc[one["audit"], ["audit", "label", "reason"]])
+    assert set(three["turn"]) == {1, 2, 3} and len(done.turns[STS]) == 3
+    second, third = done.turns[STS][1], done.turns[STS][2]
+    audit2 = three["audit"] & (three["turn"] == 2)
+    assert not (audit2 & one["audit"]).any() and audit2.sum() == second.audited  # drawn from the band, certified on it alone
+    assert audit2.mean() == pytest.approx(0.25 * (1 - one["audit"].mean()), abs=0.02)
+    labelled = ~three["audit"] & (three["label"] != TO_PEOPLE)
+    assert set(three.loc[labelled, "turn"]) == {2} and labelled.mean() > 0.5
+    truth_of = pd.Series(truth, index=pairs["item_id"]).loc[three.index[labelled]]
+    assert (three.loc[labelled, "label"].astype(bool) == truth_of).mean() >= 1 - settings.max_error
+    first = three[labelled].iloc[0]
+    cut = second.cuts[int(first["label"])]
+    assert f"{cut.errors} of {cut.audited} audited pairs" in first["reason"]
+    assert not third.cuts and third.audited == int(
+        (three["audit"] & (three["turn"] == 3)).sum()
+    )  # the band's ambiguous core stays with people
+    awaiting = {item: label for item, label in people.items() if not audit2.get(item, False)}
+    paused = triage(pairs, awaiting, [space], image_of, settings, SEED).decisions
+    assert paused["turn"].max() == 2 and (paused.loc[paused["audit"] & (paused["turn"] == 2), "label"] == TO_PEOPLE).all()
+    assert paused["reason"].str.contains(r"audit \(turn 2\): awaiting people's rating").any()

@@ -26,7 +26,7 @@ NOW = 1_800_000_000.0
 def store() -> Store:
     fresh = Store(URL)
     with fresh._transaction() as run:
-        for table in ("judgments", "assignments", "batches", "tasks", "raters", "meta"):
+        for table in ("withheld", "closed_items", "judgments", "assignments", "batches", "tasks", "raters", "meta"):
             run(f"DROP TABLE IF EXISTS {table}")
     fresh.init()
     fresh.load_tasks(tasks_table().to_pylist())
@@ -68,3 +68,18 @@ def test_concurrent_raters_never_overfill_a_batch_on_postgres(store: Store):
     for t in threads:
         t.join()
     assert len(got) == 5 and len({b for _, b in got}) == 5  # five batches, one rater each, three raters left without
+
+
+def test_closing_items_and_withholding_them_work_on_postgres(store: Store):
+    item = {(r["batch_id"], r["position"]): r["item_id"] for r in tasks_table().to_pylist()}
+    store.close_items({item["sts-00002", 1]: "decided", item["sts-00001", 2]: "gold: never closed"}, NOW)
+    store.close_items({item["sts-00002", 1]: "again", item["sis-00001", 1]: "decided"}, NOW)
+    assert store.closed() == {item["sts-00002", 1]: "decided", item["sis-00001", 1]: "decided"}
+    shown = {}
+    while held := store.assignment("ann", NOW, 2, 3600):
+        shown[held.batch_id] = [i.position for i in held.items]
+        assert store.shows("ann", held.batch_id, held.items[0].position, NOW, 3600)
+        assert store.submit("ann", held.batch_id, full(held), NOW, 2)
+    assert shown == {"sits-00001": [1, 2], "sts-00001": [1, 2, 3], "sts-00002": [2, 3], "verify-00001": [1, 2, 3]}
+    sis, sts = (next(p for p in store.progress(2, NOW, 3600) if p.task_type == kind) for kind in ("SIS", "STS"))
+    assert (sis.done, sis.closed, sis.saved) == (1, 1, 2) and (sts.done, sts.items, sts.closed, sts.saved) == (0, 3, 1, 2)

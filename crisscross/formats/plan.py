@@ -1,0 +1,34 @@
+"""A campaign plan's file (``crisscross plan`` writes it): what the tasks stage, the stop rules and
+the rater app read of it, without the planning library and its plotting behind them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from crisscross.core import io
+from crisscross.core.errors import InputError
+
+PLAN_FILE = "plan.json"
+
+
+def read_plan(folder: str) -> dict[str, Any]:
+    """The plan document in a plan stage output; one line naming what to run when there is none."""
+    path = io.join(folder, PLAN_FILE)
+    if not io.exists(path):
+        raise InputError(f"no {path}: run the plan stage first (crisscross plan)")
+    return json.loads(io.read_bytes(path))
+
+
+def designs(plan: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per task type, the design's (items, replicas)."""
+    found = {kind: (int(entry["design"]["items"]), int(entry["design"]["replicas"])) for kind, entry in plan.get("types", {}).items()}
+    if not found:
+        raise InputError("the plan names no task type: plan from a pilot round with rated items")
+    return dict(sorted(found.items()))
+
+
+def pilot_rater_sd(plan: Mapping[str, Any]) -> dict[str, float]:
+    """Per task type, one rater's spread the pilot measured."""
+    return {kind: float(entry["pilot"]["rater_sd"]) for kind, entry in sorted(plan.get("types", {}).items())}

@@ -1,0 +1,104 @@
+"""``crisscross topup``: a round's judgments so far → the batches that close its open items.
+
+``--in`` is an annotate output of the round (``judgments.parquet``, and ``replication.parquet``
+under a stop rule), ``--tasks`` the round's tasks output, ``--items`` the ingest output.  The
+``topup:`` section sets the raters each top-up batch asks for and the export formats
+(:class:`~crisscross.campaign.topup.TopUpSettings`); ``tasks.replicas`` (with ``--round``) is the
+ceiling.  Outputs ``status.parquet`` (every item: judgments so far, how many more it may take,
+open or not, why), ``tasks.parquet`` (the top-up batches' rows, as in the round's tasks),
+``export/<format>/``, ``answer_key.csv``, ``quarantine.parquet`` and ``report.json``.  People's
+files of every round go back through ``annotate`` against the round's own tasks, with one
+``--judgments`` per file or folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import apache_beam as beam
+import pandas as pd
+import pyarrow as pa
+
+from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.exports import ANSWER_KEY, export_tasks
+from crisscross.annotate.tasks import TaskParams
+from crisscross.beam.topup import TopUpRound
+from crisscross.campaign.replication import DECISIONS_FILE
+from crisscross.campaign.topup import TopUpSettings
+from crisscross.core import io
+from crisscross.formats.schema import TASKS_SCHEMA
+from crisscross.pipelines.stage import Finished, StageArgs, load_params, local_path, parse_args, require, run_stage, write_quarantine
+
+STAGE = "topup"
+DESCRIPTION = "Write the batches that close a round's open items: those its stop rule has not decided, or short of tasks.replicas."
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", type=local_path, required=True, help="the round's tasks output (tasks.parquet)")
+    parser.add_argument("--items", type=local_path, required=True, help="the ingest output (caption texts, image paths)")
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    stage = parse_args(STAGE, DESCRIPTION, argv, TopUpSettings, add_flags)
+    return run_stage(stage, build, report)
+
+
+def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
+    decisions = io.join(stage.inputs, DECISIONS_FILE)
+    inputs = {
+        "tasks": require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks"),
+        "judgments": require(io.join(stage.inputs, "judgments.parquet"), "annotate"),
+        "decisions": decisions if io.exists(decisions) else None,
+    }
+    outputs = pipeline | "TopUp" >> TopUpRound(inputs, ceiling(stage), stage.settings.step)
+    outputs.round | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
+    write_quarantine(outputs.rejected, out, stage.root)
+
+
+def ceiling(stage: StageArgs) -> int:
+    """``tasks.replicas`` of the round: the most judgments any item takes."""
+    return load_params(stage.flags.params, "tasks", TaskParams, stage.flags.round)[2].replicas
+
+
+def write(topped: tuple[pd.DataFrame, pd.DataFrame, int], out: str, items: str, settings: TopUpSettings, seed: int) -> None:
+    status, rows, raters = topped
+    tasks = pa.Table.from_pandas(rows[TASKS_SCHEMA.names], schema=TASKS_SCHEMA, preserve_index=False)
+    io.write_parquet(io.join(out, "status.parquet"), pa.Table.from_pandas(status, preserve_index=False))
+    io.write_parquet(io.join(out, "tasks.parquet"), tasks)
+    if not raters:
+        return
+    catalog = load_catalog(items)
+    for spec in settings.formats:
+        files = export_tasks(spec, tasks, catalog, raters, seed)
+        io.write_bytes(io.join(out, ANSWER_KEY), files.pop(ANSWER_KEY))
+        for relative, data in files.items():
+            io.write_bytes(io.join(out, "export", spec, relative), data)
+
+
+def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
+    status = io.read_parquet(io.join(done.out, "status.parquet")).to_pandas()
+    tasks = io.read_parquet(io.join(done.out, "tasks.parquet")).to_pandas()
+    raters = min(stage.settings.step, int(status.loc[status["open"], "needed"].min())) if status["open"].any() else 0
+    per_type: dict[str, dict[str, int]] = {}
+    summary: dict[str, str] = {}
+    for kind, rows in status.groupby("task_type", sort=True):
+        open_rows = rows[rows["open"]]
+        batches = tasks.loc[tasks["task_type"] == kind, "batch_id"].nunique()
+        per_type[str(kind)] = {
+            "items": len(rows),
+            "decided": len(rows) - len(open_rows),
+            "open": len(open_rows),
+            "judgments_so_far": int(rows["judgments"].sum()),
+            "batches": int(batches),
+            "judgments_asked": int((tasks["task_type"] == kind).sum()) * raters,
+        }
+        c = per_type[str(kind)]
+        summary[str(kind)] = (
+            f"{c['open']:,} of {c['items']:,} items open ({c['judgments_so_far']:,} judgments so far) → "
+            f"{c['batches']:,} top-up batches × {raters} raters = {c['judgments_asked']:,} judgments (gold included)"
+        )
+    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    exports = f", export/{{{','.join(stage.settings.formats)}}}/, {ANSWER_KEY}" if raters else " (nothing is open: no export)"
+    summary["outputs"] = f"status.parquet, tasks.parquet{exports} in {stage.shown(stage.out)}"
+    return {"task_types": per_type, "raters_per_batch": raters, "rejected": done.rejected, "summary": summary}
