@@ -46,9 +46,10 @@ is the most the change can remove).
 co-caption means (and ``efficientnet-lite0`` on the demo, whose 97 images all have pixels; the
 Karpathy split has pixels for 370 of 5,000 images, so no image encoder there), SITS by the
 leave-one-out text proxy (:class:`crisscross.candidates.annotators.TextProxyModel`).  The combined
-campaign has graded scores only for the pairs people rated, so its Spearman is over those; ``fixed,
-same pairs`` scores the fixed truth on the same pairs, which separates the replication's effect
-from the triage's choice of pairs.  The CI is the fixed truth's 95% normal interval (mean ± 1.96
+truth scores every pair: people's adaptive mean where they rated it, the triage's *expected score*
+(a ridge regression of the audit's scores on the same signals) where the machine labelled it; its
+Spearman is over every pair, as the fixed truth's.  ``people's pairs`` scores both truths on the
+pairs people rated alone, which separates the replication's effect from the machine's scores.  The CI is the fixed truth's 95% normal interval (mean ± 1.96
 bootstrap sd); ``in`` says whether the combined figure lies inside it.  ECCV: mAP@R and R-Precision
 (R = positives in the gallery) of the text proxies over the ECCV queries (the demo's filter
 queries; the package's 1,261 image and 1,332 caption queries), with a 1,000-sample bootstrap over
@@ -333,8 +334,9 @@ def combine(pairs: pd.DataFrame, rated: pd.DataFrame, spaces, image_of, settings
     import numpy as np
 
     people = dict(zip(rated["item_id"], rated["adaptive_pos"].astype(bool), strict=True))  # triage reads the audit's only
+    scores = dict(zip(rated["item_id"], rated["adaptive_mean"], strict=True))
     began = time.perf_counter()
-    done = triage(rated[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, SEED)
+    done = triage(rated[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, SEED, scores)
     seconds = time.perf_counter() - began
     d = done.decisions.set_index("item_id").reindex(pairs["item_id"])
     pairs["audit"] = d["audit"].eq(True).to_numpy()
@@ -343,10 +345,10 @@ def combine(pairs: pd.DataFrame, rated: pd.DataFrame, spaces, image_of, settings
     pairs["machine_pos"] = label == POSITIVE
     machine = pairs["machine"].to_numpy()
     pairs["combined_pos"] = np.where(machine, pairs["machine_pos"], pairs["adaptive_pos"]).astype(bool)
-    pairs["combined_mean"] = np.where(machine, np.nan, pairs["adaptive_mean"])
+    pairs["combined_mean"] = np.where(machine, d["expected_score"].to_numpy(), pairs["adaptive_mean"])  # the machine's: its expected score
     pairs["combined_judgments"] = np.where(machine, 0, pairs["adaptive_used"])
     print(f"  triage of {len(rated):,} pairs {seconds:.1f}s: the machine labels {int(machine.sum()):,}", flush=True)
-    return {kind: fit.summary() for kind, fit in sorted(done.fits.items())} | {"seconds": round(seconds, 2)}
+    return {kind: [fit.summary() for fit in fits] for kind, fits in sorted(done.turns.items())} | {"seconds": round(seconds, 2)}
 
 
 # --------------------------------------------------------------------------- (b) the Karpathy test split
@@ -541,9 +543,9 @@ def rating_models(
 
 
 def spearman_rows(pairs: pd.DataFrame, models: Mapping[str, Mapping[str, Scorer]], samples: int) -> list[dict[str, Any]]:
-    """CxC's bootstrap Spearman of every model under the fixed truth (every pair), the combined
-    campaign's (the pairs people rated) and the fixed truth on those same pairs; the same draws for
-    every truth of one pair set."""
+    """CxC's bootstrap Spearman of every model under the fixed truth and the combined campaign's
+    (every pair; a machine-labelled pair by the triage's expected score), and both on the pairs
+    people rated alone; the same draws for every truth of one pair set."""
 
     def boot(p: pd.DataFrame, human: str, scores: np.ndarray, kind: str) -> tuple[float, float]:
         mean, sd = bootstrap_spearman(
@@ -558,7 +560,8 @@ def spearman_rows(pairs: pd.DataFrame, models: Mapping[str, Mapping[str, Scorer]
         for name, scorer in models.get(kind, {}).items():
             scores = scorer(p["id_a"], p["id_b"])
             fixed, sd = boot(p, "fixed_mean", scores, kind)
-            combined, _ = boot(p[people], "combined_mean", scores[people], kind)
+            combined, _ = boot(p, "combined_mean", scores, kind)
+            rated, _ = boot(p[people], "combined_mean", scores[people], kind) if not people.all() else (combined, sd)
             same, same_sd = boot(p[people], "fixed_mean", scores[people], kind) if not people.all() else (fixed, sd)
             row = {
                 "type": kind,
@@ -572,8 +575,9 @@ def spearman_rows(pairs: pd.DataFrame, models: Mapping[str, Mapping[str, Scorer]
                 "within": bool(abs(combined - fixed) <= Z95 * sd),
                 "same_pairs": same,
                 "same_pairs_sd": same_sd,
-                "delta_same_pairs": combined - same,
-                "within_same_pairs": bool(abs(combined - same) <= Z95 * same_sd),
+                "people_pairs_combined": rated,
+                "delta_same_pairs": rated - same,
+                "within_same_pairs": bool(abs(rated - same) <= Z95 * same_sd),
             }
             if "real_mean" in p:
                 row["cxc"] = boot(p, "real_mean", scores, kind)[0]
@@ -661,10 +665,8 @@ def positives_table(rows: list[dict[str, Any]]) -> str:
 
 
 def spearman_table(rows: list[dict[str, Any]]) -> str:
-    head = (
-        "| type | model | CxC real | fixed (95% CI) | combined | Δ | in CI | fixed, same pairs (95% CI) | Δ same pairs | in CI | Δ retest |"
-    )
-    lines = [head, "|" + "---|" * 11]
+    head = "| type | model | CxC real | fixed (95% CI) | combined | Δ | in CI | people's pairs: fixed (95% CI) | combined | Δ | in CI | Δ retest |"
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         ci = f"{r['fixed']:.1f} ({r['fixed'] - Z95 * r['fixed_sd']:.1f}–{r['fixed'] + Z95 * r['fixed_sd']:.1f})"
         same = f"{r['same_pairs']:.1f} ({r['same_pairs'] - Z95 * r['same_pairs_sd']:.1f}–{r['same_pairs'] + Z95 * r['same_pairs_sd']:.1f})"
@@ -672,7 +674,7 @@ def spearman_table(rows: list[dict[str, Any]]) -> str:
         retest = f"{r['retest_delta']:+.2f}" if "retest_delta" in r else "–"
         lines.append(
             f"| {r['type']} | {r['model']} | {cxc} | {ci} | {r['combined']:.1f} | {r['delta']:+.2f} | {'yes' if r['within'] else 'no'} "
-            f"| {same} ({r['people_pairs']:,} pairs) | {r['delta_same_pairs']:+.2f} | {'yes' if r['within_same_pairs'] else 'no'} | {retest} |"
+            f"| {same} ({r['people_pairs']:,} pairs) | {r['people_pairs_combined']:.1f} | {r['delta_same_pairs']:+.2f} | {'yes' if r['within_same_pairs'] else 'no'} | {retest} |"
         )
     return "\n".join(lines)
 

@@ -103,13 +103,15 @@ def measure(split: str, encoders: tuple[str, ...], designs: tuple[TriageSettings
         d["people"] = d["item_id"].map(people)
         design = f"{settings.audit_share:.0%} audit, {settings.turns} turn{'s' * (settings.turns > 1)}"
         print(f"  {split}, {design}: ingest + embed {prepared_s:.0f}s, triage of {len(d):,} pairs {triage_s:.1f}s", flush=True)
-        rows += [row(split, design, kind, d[d["task_type"] == kind], done.fits[kind].summary()) for kind in sorted(done.fits)]
+        rows += [
+            row(split, design, kind, d[d["task_type"] == kind], [fit.summary() for fit in done.turns[kind]]) for kind in sorted(done.turns)
+        ]
         rows.append(row(split, design, "all", d, None))
         rows[-1]["triage_s"] = round(triage_s, 2)
     return rows
 
 
-def row(split: str, design: str, kind: str, d: pd.DataFrame, fit: dict[str, Any] | None) -> dict[str, Any]:
+def row(split: str, design: str, kind: str, d: pd.DataFrame, fits: list[dict[str, Any]] | None) -> dict[str, Any]:
     from scipy.stats import binomtest  # after crisscross: the numeric policy is set before numpy loads
 
     rest = d[~d["audit"]]
@@ -135,7 +137,7 @@ def row(split: str, design: str, kind: str, d: pd.DataFrame, fit: dict[str, Any]
         "fixed_judgments": len(d) * RATERS,
         "human_over_fixed": human / len(d),
         "machine_by_turn": {int(t): int(n) for t, n in machine["turn"].value_counts().sort_index().items()},
-        "cuts": fit["cuts"] if fit else None,
+        "cuts": [fit["cuts"] for fit in fits] if fits else None,
     }
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.aggregate.plots import item_std_png, score_distribution_png
-from crisscross.aggregate.round import RoundResult, RoundSettings, checked
+from crisscross.aggregate.round import KEPT_JUDGMENTS, RoundResult, RoundSettings, checked
 from crisscross.beam.aggregate import AggregateRound
 from crisscross.core import io
 from crisscross.core.errors import ParamError
@@ -65,7 +65,7 @@ def write(result: RoundResult, out: str) -> None:
     rated = result.rated
     simulated = bool(rated["simulated"].any())
     io.write_parquet(io.join(out, "rated.parquet"), _arrow(rated))
-    io.write_parquet(io.join(out, "judgments_kept.parquet"), _arrow(result.kept))
+    io.write_parquet(io.join(out, KEPT_JUDGMENTS), _arrow(result.kept))
     io.write_bytes(io.join(out, "raters.csv"), io.frame_csv_bytes(result.raters))
     for kind in sorted(set(rated["task_type"])):
         if kind in RATING_TYPES:

@@ -29,9 +29,10 @@ from crisscross.annotate.validate import summary as judgment_summary
 from crisscross.beam.annotate import CollectJudgments
 from crisscross.campaign.replication import DECISIONS_FILE, FIXED, ReplicationSettings, with_pilot_spread
 from crisscross.core import io
+from crisscross.core.errors import ParamError
 from crisscross.core.settings import params_of, setting, settings_from_params
 from crisscross.formats.cxc import CXC_SPLITS
-from crisscross.formats.plan import read_plan
+from crisscross.formats.plan import ceiling, read_plan
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -81,9 +82,14 @@ def replication_of(params: Mapping[str, Any], plan: str | None = None) -> Replic
     """``annotate.replication`` checked, each type's rater spread filled from ``plan`` (a plan stage
     output) where params give none."""
     settings = settings_from_params(ReplicationSettings, params.get("replication", {}), "annotate.replication")
-    if plan is None:
-        return settings
-    return with_pilot_spread(settings, read_plan(plan))
+    if plan is not None:
+        settings = with_pilot_spread(settings, read_plan(plan))
+    if settings.rule != FIXED and not settings.rater_sd:
+        raise ParamError(
+            f"annotate.replication.rule is {settings.rule}, but no rating type has a rater_sd: give annotate.replication.rater_sd, "
+            "or --plan with a plan stage output"
+        )
+    return settings
 
 
 def source_settings(stage: StageArgs) -> SourceSettings:
@@ -110,12 +116,19 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 
 
 def adaptive(stage: StageArgs) -> tuple[ReplicationSettings, int] | None:
-    """The stop rule and its ceiling (``tasks.replicas``, with ``--round`` laid over), or None for the fixed design."""
+    """The stop rule and its ceiling (:func:`ceiling_of`), or None for the fixed design."""
     replication = replication_of(stage.params, stage.flags.plan)
     if replication.rule == FIXED:
         return None
-    _, _, tasks = load_params(stage.flags.params, "tasks", TaskParams, stage.flags.round)
-    return replication, tasks.replicas
+    return replication, ceiling_of(stage.flags.params, stage.flags.round, stage.flags.plan)
+
+
+def ceiling_of(params: str | None, round_name: str | None, plan: str | None) -> int:
+    """The most judgments an item takes: the plan's (as ``tasks --plan`` built the round), else
+    ``tasks.replicas`` with the round laid over."""
+    if plan is not None:
+        return ceiling(read_plan(plan))
+    return load_params(params, "tasks", TaskParams, round_name)[2].replicas
 
 
 def write(collected: tuple[pa.Table, pa.Table, dict[str, Any], pa.Table | None], out: str) -> None:

@@ -30,12 +30,11 @@ from crisscross.aggregate.quality import rater_report
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
 from crisscross.annotate.store import Store, open_store, redact
-from crisscross.annotate.tasks import TaskParams
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
 from crisscross.core.errors import UserError
 from crisscross.core.settings import setting
-from crisscross.pipelines.annotate import AnnotateSettings, replication_of
+from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
 from crisscross.pipelines.stage import load_params, require
 
 STAGE = "serve"
@@ -62,9 +61,8 @@ def _settings(params: str | None, round_name: str | None, plan: str | None = Non
     """The serve settings, the round's replicas (the ceiling), ``base.seed`` (VERIFY-TRIPLE's image
     order, as exported) and when an item has judgments enough."""
     _, base, serve = load_params(params, STAGE, ServeSettings)
-    _, _, tasks = load_params(params, "tasks", TaskParams, round_name)
     annotate, _, _ = load_params(params, "annotate", AnnotateSettings, round_name)
-    return serve, tasks.replicas, int(base["seed"]), replication_of(annotate, plan)
+    return serve, ceiling_of(params, round_name, plan), int(base["seed"]), replication_of(annotate, plan)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +70,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default=None, help="params YAML: its 'serve' section, tasks.replicas and annotate.replication are read")
     parser.add_argument(
         "--round", default=None, help="an annotation round: rounds.<round>.tasks and .annotate are laid over 'tasks' and 'annotate'"
+    )
+    parser.add_argument(
+        "--plan", default=None, help="a plan output the round follows: its raters per item (the ceiling) and its pilot's rater spread"
     )
 
 
@@ -84,9 +85,6 @@ def run_server(argv: list[str]) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument(
-        "--plan", default=None, help="a plan stage output: its pilot's rater spread for types annotate.replication leaves out"
-    )
     _common(parser)
     flags = parser.parse_args(argv)
     try:
@@ -138,7 +136,7 @@ def status(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="crisscross serve status", description="Progress of a round and of each rater.")
     _common(parser)
     flags = parser.parse_args(argv)
-    settings, replicas, _, replication = _settings(flags.params, flags.round)
+    settings, replicas, _, replication = _settings(flags.params, flags.round, flags.plan)
     store = open_store(flags.db)
     progress = store.progress(replicas, time.time(), settings.assignment_timeout)
     raters = rater_table(store.judgments(), store.gold())

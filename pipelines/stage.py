@@ -121,7 +121,8 @@ def load_params(
     """The stage's params section over its defaults, the shared ``base`` section, and, for a
     settings class, the checked settings (:mod:`crisscross.core.settings`).
 
-    With ``round_name`` the section ``rounds.<round>.<stage>`` is laid over the stage's own, so one
+    With ``round_name`` the section ``rounds.<round>.<stage>`` is laid over the stage's own
+    (:func:`laid_over`), so one
     stage command serves several annotation rounds (CxC's STS/SIS round, then SITS; ECCV's VERIFY).
     Unknown keys are an error, so a typo in ``params.yaml`` cannot be silently ignored.
     """
@@ -134,7 +135,7 @@ def load_params(
         overrides = (rounds[round_name] or {}).get(section) or {}
         if not isinstance(given, Mapping) or not isinstance(overrides, Mapping):
             raise ParamError(f"{path or 'params'}: {section} and {ROUNDS}.{round_name}.{section} must be mappings")
-        given, section = {**given, **overrides}, f"{ROUNDS}.{round_name}.{section}"
+        given, section = laid_over(given, overrides), f"{ROUNDS}.{round_name}.{section}"
     base = document.get("base") or {}
     where = path or "params"
     base = settings_from_params(BaseSettings, base, "base", where)
@@ -148,6 +149,18 @@ def load_params(
     if unknown:
         raise ParamError(f"{where}: unknown {section} params {unknown}; known: {sorted(defaults)}")
     return {**defaults, **given}, {"seed": base.seed}, None
+
+
+def laid_over(section: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's section over the stage's: each key replaced, a mapping key by key (a round that
+    names ``replication: {rule: threshold}`` keeps the section's ``rater_sd``)."""
+    return {
+        **section,
+        **{
+            key: {**section[key], **value} if isinstance(value, Mapping) and isinstance(section.get(key), Mapping) else value
+            for key, value in overrides.items()
+        },
+    }
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
 from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
+from crisscross.core.errors import InputError
 from crisscross.core.settings import params_of
-from crisscross.formats.plan import designs, read_plan
+from crisscross.formats.plan import ceiling, designs, read_plan
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
@@ -61,18 +62,17 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def planned(settings: TaskParams, plan: Mapping[str, Any]) -> TaskParams:
     """The round's settings under a campaign plan: its items per type, and its largest replicas as the ceiling."""
-    planned_designs = designs(plan)
-    return replace(
-        settings,
-        items_per_type={kind: items for kind, (items, _) in planned_designs.items()},
-        replicas=max(replicas for _, replicas in planned_designs.values()),
-    )
+    return replace(settings, items_per_type={kind: items for kind, (items, _) in designs(plan).items()}, replicas=ceiling(plan))
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: TaskParams = stage.settings
     batches = io.join(stage.inputs, BATCHES)
     batched = io.exists(batches)  # the filter stage's VERIFY batches come formed, with their gold
+    if batched and settings.items_per_type:
+        raise InputError(
+            f"{stage.shown(batches)} holds batches formed upstream, kept as formed: a plan's item counts do not apply (drop --plan)"
+        )
     if batched:
         candidates = batches
     else:
@@ -122,10 +122,10 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     if stage.settings.items_per_type:
         held = io.read_parquet(io.join(done.out, HELD_BACK)).column("task_type").to_pylist()
         held_back = dict(sorted(Counter(held).items()))
-        short = {
+        short = {  # of the types this round holds: a plan of round one names no SITS items
             k: f"{per_type[k]['items']:,} of {n:,}"
             for k, n in stage.settings.items_per_type.items()
-            if per_type.get(k, {"items": 0})["items"] < n
+            if k in per_type and per_type[k]["items"] < n
         }
         summary["plan"] = (
             f"items {dict(stage.settings.items_per_type)}, {replicas} raters at most"

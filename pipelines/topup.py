@@ -1,10 +1,12 @@
 """``crisscross topup``: a round's judgments so far → the batches that close its open items.
 
-``--in`` is an annotate output of the round (``judgments.parquet``, and ``replication.parquet``
-under a stop rule), ``--tasks`` the round's tasks output, ``--items`` the ingest output.  The
-``topup:`` section sets the raters each top-up batch asks for and the export formats
-(:class:`~crisscross.campaign.topup.TopUpSettings`); ``tasks.replicas`` (with ``--round``) is the
-ceiling.  Outputs ``status.parquet`` (every item: judgments so far, how many more it may take,
+``--in`` is an annotate output of the round (``judgments.parquet``), ``--tasks`` the round's tasks
+output, ``--items`` the ingest output; with ``--rated`` (the round's aggregate output) only the
+judgments rater quality control kept count, so an item stopped on a dropped judgment reopens.  The
+stop rule is ``annotate.replication`` (``--plan``: the pilot's rater spread, and the plan's ceiling
+instead of ``tasks.replicas``; ``--round`` lays the round's sections over both).  The ``topup:``
+section sets the raters each top-up batch asks for and the export formats
+(:class:`~crisscross.campaign.topup.TopUpSettings`).  Outputs ``status.parquet`` (every item: judgments so far, how many more it may take,
 open or not, why), ``tasks.parquet`` (the top-up batches' rows, as in the round's tasks),
 ``export/<format>/``, ``answer_key.csv``, ``quarantine.parquet`` and ``report.json``.  People's
 files of every round go back through ``annotate`` against the round's own tasks, with one
@@ -20,14 +22,14 @@ import apache_beam as beam
 import pandas as pd
 import pyarrow as pa
 
+from crisscross.aggregate.round import KEPT_JUDGMENTS
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import ANSWER_KEY, export_tasks
-from crisscross.annotate.tasks import TaskParams
 from crisscross.beam.topup import TopUpRound
-from crisscross.campaign.replication import DECISIONS_FILE
-from crisscross.campaign.topup import TopUpSettings
+from crisscross.campaign.topup import TopUpSettings, raters_for
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
+from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
 from crisscross.pipelines.stage import Finished, StageArgs, load_params, local_path, parse_args, require, run_stage, write_quarantine
 
 STAGE = "topup"
@@ -37,6 +39,8 @@ DESCRIPTION = "Write the batches that close a round's open items: those its stop
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=local_path, required=True, help="the round's tasks output (tasks.parquet)")
     parser.add_argument("--items", type=local_path, required=True, help="the ingest output (caption texts, image paths)")
+    parser.add_argument("--rated", type=local_path, help="the round's aggregate output: only the judgments quality control kept count")
+    parser.add_argument("--plan", type=local_path, help="the plan the round follows: its ceiling and its pilot's rater spread")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -45,20 +49,15 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
-    decisions = io.join(stage.inputs, DECISIONS_FILE)
-    inputs = {
-        "tasks": require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks"),
-        "judgments": require(io.join(stage.inputs, "judgments.parquet"), "annotate"),
-        "decisions": decisions if io.exists(decisions) else None,
-    }
-    outputs = pipeline | "TopUp" >> TopUpRound(inputs, ceiling(stage), stage.settings.step)
+    annotate, _, _ = load_params(stage.flags.params, "annotate", AnnotateSettings, stage.flags.round)
+    replication = replication_of(annotate, stage.flags.plan)
+    replicas = ceiling_of(stage.flags.params, stage.flags.round, stage.flags.plan)
+    require(io.join(stage.inputs, "judgments.parquet"), "annotate")
+    counted = io.join(stage.flags.rated, KEPT_JUDGMENTS) if stage.flags.rated else io.join(stage.inputs, "judgments.parquet")
+    inputs = {"tasks": require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks"), "judgments": require(counted, "aggregate")}
+    outputs = pipeline | "TopUp" >> TopUpRound(inputs, replicas, replication, stage.settings.step)
     outputs.round | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
     write_quarantine(outputs.rejected, out, stage.root)
-
-
-def ceiling(stage: StageArgs) -> int:
-    """``tasks.replicas`` of the round: the most judgments any item takes."""
-    return load_params(stage.flags.params, "tasks", TaskParams, stage.flags.round)[2].replicas
 
 
 def write(topped: tuple[pd.DataFrame, pd.DataFrame, int], out: str, items: str, settings: TopUpSettings, seed: int) -> None:
@@ -79,7 +78,7 @@ def write(topped: tuple[pd.DataFrame, pd.DataFrame, int], out: str, items: str, 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     status = io.read_parquet(io.join(done.out, "status.parquet")).to_pandas()
     tasks = io.read_parquet(io.join(done.out, "tasks.parquet")).to_pandas()
-    raters = min(stage.settings.step, int(status.loc[status["open"], "needed"].min())) if status["open"].any() else 0
+    raters = raters_for(status, stage.settings.step)
     per_type: dict[str, dict[str, int]] = {}
     summary: dict[str, str] = {}
     for kind, rows in status.groupby("task_type", sort=True):
@@ -96,7 +95,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         c = per_type[str(kind)]
         summary[str(kind)] = (
             f"{c['open']:,} of {c['items']:,} items open ({c['judgments_so_far']:,} judgments so far) → "
-            f"{c['batches']:,} top-up batches × {raters} raters = {c['judgments_asked']:,} judgments (gold included)"
+            f"{c['batches']:,} top-up batches × {raters} rater{'s' * (raters != 1)} = {c['judgments_asked']:,} judgments (gold included)"
         )
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
     exports = f", export/{{{','.join(stage.settings.formats)}}}/, {ANSWER_KEY}" if raters else " (nothing is open: no export)"

@@ -6,8 +6,10 @@ people labelled so far (comma-separated; none before the audit is rated), ``--em
 rate a machine label may have and its confidence (:class:`TriageSettings`).  Outputs
 ``decisions.parquet`` (every item: audited, score, label, who decided it and why),
 ``machine_labels.parquet`` (the machine's labels in use, with the cut, its bound and the signals),
-``tasks.parquet`` (the items still for people, with their batches' gold items: ``annotate``'s input),
-``fits.json``, ``quarantine.parquet`` and ``report.json``.
+``tasks.parquet`` (what people get next, with their batches' gold items: a type's pending audit
+alone, since the next fit needs all of it, else its open band; ``annotate``'s input), ``fits.json``
+(each type's fit per turn), ``quarantine.parquet`` and ``report.json``.  ``triage.turns`` repeats
+audit, fit and labels over the band (:func:`crisscross.campaign.triage.triage`).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def write(result: TriagedRound, out: str) -> None:
         io.join(out, "tasks.parquet"),
         pa.Table.from_pandas(result.open_tasks[TASKS_SCHEMA.names], schema=TASKS_SCHEMA, preserve_index=False),
     )
-    fits = {kind: {**fits[-1].summary(), "turns": [fit.summary() for fit in fits]} for kind, fits in sorted(result.turns.items())}
-    io.write_json(io.join(out, "fits.json"), io.strict_json(fits))
+    io.write_json(
+        io.join(out, "fits.json"), io.strict_json({kind: [fit.summary() for fit in fits] for kind, fits in sorted(result.turns.items())})
+    )
 
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
@@ -82,16 +85,20 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             "machine_by_turn": {
                 str(t): int(n) for t, n in rows.loc[rows["decided_by"] == MACHINE, "turn"].value_counts().sort_index().items()
             },
-            "cuts": fits.get(kind, {}).get("cuts", {}),
+            "cuts": [turn["cuts"] for turn in fits.get(kind, [])],
         }
         per_type[kind] = facts
         line = f"{facts['items']:,} items: audit {facts['audit']:,}; people {facts[PEOPLE]:,}, machine {facts[MACHINE]:,}, open {facts[OPEN]:,}"
-        if len(fits.get(kind, {}).get("turns", [])) > 1:
+        if len(fits.get(kind, [])) > 1:
             line += f" (machine labels by turn {facts['machine_by_turn']})"
         if facts["checked"]:
             line += f"; where people also rated, the machine agreed on {facts['checked_agree']:,} of {facts['checked']:,}"
-        note = fits[kind]["note"] if kind in fits else "no machine signals for this task type"
-        summary[kind] = line + (f" ({note})" if note else "")
+        notes = (
+            [f"turn {t}: {turn['note']}" if len(fits[kind]) > 1 else turn["note"] for t, turn in enumerate(fits[kind], 1) if turn["note"]]
+            if kind in fits
+            else ["no machine signals for this task type"]
+        )
+        summary[kind] = line + (f" ({'; '.join(notes)})" if notes else "")
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
         f"decisions.parquet, machine_labels.parquet, tasks.parquet (still for people), fits.json in {stage.shown(stage.out)}"

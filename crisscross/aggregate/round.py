@@ -57,6 +57,7 @@ from crisscross.formats.schema import (
     threshold_votes,
 )
 
+KEPT_JUDGMENTS = "judgments_kept.parquet"  # the aggregate stage's judgments that rater quality control kept
 RATED_COLUMNS = (
     "item_id",
     "task_type",

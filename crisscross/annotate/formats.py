@@ -36,7 +36,8 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 
 # Canonical value names a reader may fill (``batch_seconds``: time for the whole batch, which
-# validation divides by the batch's number of items).
+# validation divides by ``batch_items``, the items the rater was shown, else the batch's number of
+# items: a top-up batch shows only its open items and its gold).
 JUDGMENT_FIELDS = (
     "item_id",
     "task_type",
@@ -49,6 +50,7 @@ JUDGMENT_FIELDS = (
     "answer",
     "seconds",
     "batch_seconds",
+    "batch_items",
     "time",
 )
 
@@ -236,6 +238,7 @@ class CrowdCsvJudgments(JudgmentFormat):
                     answers.setdefault(int(match.group(1)), {})[match.group(2)] = value
             shared = {k: v for k, v in row.items() if not k.startswith(("Input.item_", "Answer.item_"))}
             found = len(out)
+            shown = sum(1 for position in answers if row.get(f"Input.item_{position}_id"))
             for position, given in sorted(answers.items()):
                 listed = row.get(f"Input.item_{position}_id")
                 if listed == "":
@@ -246,6 +249,7 @@ class CrowdCsvJudgments(JudgmentFormat):
                     "position": position,
                     "worker": row.get("WorkerId"),
                     "batch_seconds": row.get("WorkTimeInSeconds"),
+                    "batch_items": shown,
                     "time": row.get("SubmitTime") or row.get("AcceptTime"),
                     **given,
                 }

@@ -404,9 +404,10 @@ class Store:
 
     def close_items(self, reasons: Mapping[str, str], now: float) -> None:
         """Close items (item_id → why) so no one is asked for more of them; an item closed already
-        keeps its first reason, and gold or unknown ids are left alone."""
+        keeps its first reason, and gold or unknown ids are left alone.  It takes the assignment
+        lock, so an assignment sees an item either open or closed, never both (PostgreSQL too)."""
         moment = now_iso(now)
-        with self._transaction() as run:
+        with self._transaction(lock=True) as run:
             for item, reason in sorted(reasons.items()):
                 run(
                     "INSERT INTO closed_items (item_id, reason, time) SELECT ?, ?, ? "

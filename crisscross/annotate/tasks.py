@@ -249,7 +249,9 @@ class TaskParams:
     gold_text_encoders: tuple[str, ...] = DEFAULT_TEXT_ENCODERS  # known negatives are far apart under each
     gold_image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
     formats: tuple[str, ...] = ("jsonl", "crowd-csv", "label-studio")  # export folders
-    items_per_type: Mapping[str, int] = setting({})  # a campaign plan's item counts (``tasks --plan``): a seeded sample per type
+    items_per_type: Mapping[str, int] = setting(
+        {}, low=1, choices=TASK_TYPES
+    )  # a plan's item counts (``tasks --plan``): a seeded sample per type
 
 
 def gold_spaces(embeddings: str, text_encoders: Sequence[str], image_encoders: Sequence[str]) -> dict[str, list[Space]]:

@@ -225,7 +225,7 @@ def _seconds(values: Mapping[str, Any], batch_items: int) -> float | None:
     if "seconds" in values:
         total, share = values["seconds"], 1
     elif "batch_seconds" in values:
-        total, share = values["batch_seconds"], batch_items
+        total, share = values["batch_seconds"], int(values.get("batch_items") or batch_items)
     else:
         return None
     seconds = _number(total, "bad-seconds", "seconds")

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.aggregate.bison import accepted_triples
+from crisscross.aggregate.round import KEPT_JUDGMENTS
 from crisscross.beam.common import REJECTED, route
 from crisscross.candidates.bison import chosen_captions
 from crisscross.core import io
@@ -20,7 +21,6 @@ from crisscross.ingest.records import caption_images
 
 STAGE = "bison"
 RATED = "rated.parquet"
-KEPT = "judgments_kept.parquet"
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,8 @@ def _triples(inputs: BisonInputs):
     path = io.join(verified, RATED)
     triples, counts, rejected = accepted_triples(
         io.read_parquet(path).to_pylist(),
-        io.read_parquet(io.join(inputs.choose, KEPT)).to_pandas(),
-        io.read_parquet(io.join(verified, KEPT)).to_pandas(),
+        io.read_parquet(io.join(inputs.choose, KEPT_JUDGMENTS)).to_pandas(),
+        io.read_parquet(io.join(verified, KEPT_JUDGMENTS)).to_pandas(),
         image_of(inputs.items),
         path,
     )

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.beam.common import route
-from crisscross.campaign.topup import item_status, topup_tasks
+from crisscross.campaign.replication import ReplicationSettings
+from crisscross.campaign.topup import raters_for, round_status, topup_tasks
 from crisscross.core import io
 
 STAGE = "topup"
@@ -22,23 +23,20 @@ class TopUpOutputs(NamedTuple):
     rejected: beam.PCollection
 
 
-def top_up(inputs: dict[str, Any], replicas: int, step: int) -> list[Any]:
+def top_up(inputs: dict[str, str], replicas: int, replication: ReplicationSettings, step: int) -> list[Any]:
     tasks = io.read_parquet(inputs["tasks"]).to_pandas()
-    judgments = io.read_parquet(inputs["judgments"]).to_pandas()
-    decisions = io.read_parquet(inputs["decisions"]).to_pandas() if inputs["decisions"] else None
-    status = item_status(tasks, judgments, decisions, replicas)
-    rows, raters = topup_tasks(tasks, status, step)
-    return [(status, rows, raters)]
+    status = round_status(tasks, io.read_parquet(inputs["judgments"]).to_pandas(), replicas, replication)
+    return [(status, topup_tasks(tasks, status), raters_for(status, step))]
 
 
 class TopUpRound(beam.PTransform):
-    """``inputs``: the round's ``tasks`` and ``judgments`` parquet paths and its ``decisions`` (or None: the fixed design)."""
+    """``inputs``: the round's ``tasks`` and ``judgments`` (those that count) parquet paths."""
 
-    def __init__(self, inputs: dict[str, Any], replicas: int, step: int) -> None:
+    def __init__(self, inputs: dict[str, str], replicas: int, replication: ReplicationSettings, step: int) -> None:
         super().__init__()
-        self._inputs, self._replicas, self._step = inputs, replicas, step
+        self._inputs, self._replicas, self._replication, self._step = inputs, replicas, replication, step
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> TopUpOutputs:
         inputs = pbegin | "Inputs" >> beam.Create([self._inputs])
-        result, rejected = route("TopUp", inputs, STAGE, top_up, many=True, args=(self._replicas, self._step))
+        result, rejected = route("TopUp", inputs, STAGE, top_up, many=True, args=(self._replicas, self._replication, self._step))
         return TopUpOutputs(result, rejected)

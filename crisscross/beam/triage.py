@@ -11,6 +11,8 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+import numpy as np
+import pandas as pd
 
 from crisscross.beam.common import route
 from crisscross.campaign.signals import TextSpace
@@ -32,13 +34,16 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
     image_of = caption_images(io.read_parquet(io.join(inputs["items"], "captions.parquet")))
     spaces = [TextSpace.read(inputs["embeddings"], encoder, image_of) for encoder in settings.encoders]
     people: dict[str, bool] = {}
+    scores: dict[str, float] = {}
     rejected = []
     simulated = False  # whether the labels the machine learnt from came from a simulated panel
     for path in inputs["rated"]:
         rated = io.read_parquet(path).to_pandas()
         simulated |= bool(rated["simulated"].any()) if "simulated" in rated else False
-        for row in rated[["item_id", "positive"]].itertuples(index=False):
-            people[row.item_id] = bool(row.positive)
+        graded = rated["agg_score"] if "agg_score" in rated else pd.Series(np.nan, index=rated.index)  # a labels-only table has none
+        for item, positive, score in zip(rated["item_id"], rated["positive"], graded, strict=True):
+            people[item] = bool(positive)
+            scores[item] = float(score)
     unknown = sorted(set(people) - set(tasks["item_id"]))
     for item in unknown:
         rejected.append(
@@ -46,8 +51,8 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
                 "rated", item, "not-in-tasks", "a rated item the round's tasks do not hold", ",".join(inputs["rated"]), {"item_id": item}
             )
         )
-        del people[item]
-    done = triage_round(tasks, people, spaces, image_of, settings, seed)
+        del people[item], scores[item]
+    done = triage_round(tasks, people, spaces, image_of, settings, seed, scores)
     return [replace(done, machine_labels=done.machine_labels.assign(simulated_audit=simulated)), *rejected]
 
 

@@ -48,7 +48,7 @@ class ReplicationSettings:
     min_judgments: int = setting(2, low=1)
     alpha: float = setting(0.1, low=0.0, high=1.0, open_range=True)
     half_width: float = setting(0.75, low=0.0, open_range=True)  # ci-width: the interval's half width on the 0–5 scale
-    rater_sd: Mapping[str, float] = setting({})  # per task type; a type without one is never stopped early
+    rater_sd: Mapping[str, float] = setting({}, low=0.0, open_range=True, choices=tuple(POSITIVE_THRESHOLDS))  # per rating type
 
 
 @dataclass(frozen=True)
@@ -133,13 +133,14 @@ def replication_decisions(judgments: pd.DataFrame, replicas: int, settings: Repl
 
 
 def arrival_order(judgments: pd.DataFrame) -> pd.DataFrame:
-    """Judgments in the order they arrived: by ``time`` where stamped (ISO-8601 sorts as text),
-    unstamped ones after, ties in their table order (a stable sort)."""
-    stamped = judgments["time"].notna()
+    """Judgments in the order they arrived: by ``time`` where stamped (as instants: ISO-8601 text
+    with and without fractions of a second does not sort as text), unstamped ones after, ties in
+    their table order (a stable sort)."""
+    moment = pd.to_datetime(judgments["time"], utc=True, format="ISO8601")
     return (
-        judgments.assign(_unstamped=~stamped, _time=judgments["time"].fillna(""))
-        .sort_values(["_unstamped", "_time"], kind="stable")
-        .drop(columns=["_unstamped", "_time"])
+        judgments.assign(_unstamped=moment.isna(), _moment=moment)
+        .sort_values(["_unstamped", "_moment"], kind="stable")
+        .drop(columns=["_unstamped", "_moment"])
     )
 
 

@@ -1,12 +1,14 @@
 """Top-up rounds for file-based crowd tools: the batches that close a round's open items.
 
 After people's files come back (``annotate``, ``source: import``), an item is *open* when its stop
-rule has not decided it (``replication.parquet``, see :mod:`crisscross.campaign.replication`) or,
-without one (the fixed design, answer types, items nobody judged), while it has fewer than
-``tasks.replicas`` judgments.  A top-up batch is a batch of the round as it was — same batch id and
-positions, so the files people return validate against the round's own tasks table — holding its
-open items and its gold items (raters are checked in every batch).  Each top-up batch asks for
-``step`` more raters, never more than the fewest judgments any of its open items may still take.
+rule (:mod:`crisscross.campaign.replication`) has not decided it on the judgments that count — those
+rater quality control kept, when the round's aggregate output is given — or, without a rule (the
+fixed design, answer types, items nobody judged), while it has fewer than the ceiling's judgments.
+So an item a rule stopped early is reopened when quality control drops judgments it stood on.
+A top-up batch is a batch of the round as it was — same batch id and positions, so the files
+people return validate against the round's own tasks table — holding its open items and its gold
+items (raters are checked in every batch).  Every top-up batch asks for ``step`` more raters, never
+more than the fewest judgments any open item may still take (:func:`raters_for`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from crisscross.annotate.exports import TASK_FORMATS
+from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.settings import setting
 from crisscross.formats.schema import NOT_GOLD
 
@@ -50,12 +53,24 @@ def item_status(tasks: pd.DataFrame, judgments: pd.DataFrame, decisions: pd.Data
     return status[STATUS_COLUMNS].sort_values("item_id", kind="stable").reset_index(drop=True)
 
 
-def topup_tasks(tasks: pd.DataFrame, status: pd.DataFrame, step: int) -> tuple[pd.DataFrame, int]:
-    """The task rows of the top-up batches (open items and their batches' gold items, as in the
-    round) and the raters each batch asks for: ``step``, capped by the fewest judgments an open item may take."""
+def round_status(tasks: pd.DataFrame, judgments: pd.DataFrame, replicas: int, replication: ReplicationSettings) -> pd.DataFrame:
+    """:func:`item_status` with the stop rule decided afresh on ``judgments`` (the ones that count)."""
+    decisions = None
+    if replication.rule != FIXED:
+        gold = set(tasks.loc[tasks["gold"] != NOT_GOLD, "item_id"])
+        decisions = replication_decisions(rated_judgments(judgments, gold), replicas, replication)
+    return item_status(tasks, judgments, decisions, replicas)
+
+
+def raters_for(status: pd.DataFrame, step: int) -> int:
+    """Raters each top-up batch asks for: ``step``, capped by the fewest judgments an open item may take; 0 when none is open."""
+    needed = status.loc[status["open"], "needed"]
+    return int(min(step, needed.min())) if len(needed) else 0
+
+
+def topup_tasks(tasks: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
+    """The task rows of the top-up batches: open items and their batches' gold items, as in the round."""
     open_items = status[status["open"]]
-    if open_items.empty:
-        return tasks.iloc[:0], 0
     batches = set(open_items["batch_id"])
     rows = tasks[tasks["batch_id"].isin(batches) & (tasks["item_id"].isin(set(open_items["item_id"])) | (tasks["gold"] != NOT_GOLD))]
-    return rows.sort_values(["batch_id", "position"], kind="stable").reset_index(drop=True), int(min(step, open_items["needed"].min()))
+    return rows.sort_values(["batch_id", "position"], kind="stable").reset_index(drop=True)

@@ -17,7 +17,10 @@ cut are of the kind the cuts were certified on.  Pairs beyond a cut are labelled
 each with its score, the cut and the bound as the reason a reviewer can check (:class:`TypeTriage`).
 Each side's cut is certified on its own, at ``delta``: the positive and the negative labels are
 disjoint sets, each with its error rate bounded.  Pairs between the cuts, pairs without a signal,
-and every pair of a type whose audit is too small to certify a cut, go to people.
+and every pair of a type whose audit is too small to certify a cut, go to people.  For the graded
+types, people's scores on the audit also give each pair an *expected score* (a ridge regression on
+the same signals, clipped to the scale), so a machine-labelled pair can stand in a correlation; it
+is an estimate, never a rating.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -33,6 +36,7 @@ import pandas as pd
 from crisscross.campaign.signals import SIGNALS, TextSpace, pair_signals
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 
 POSITIVE, NEGATIVE, TO_PEOPLE = 1, 0, -1  # a pair's triage label
 SIGNAL_TYPES = tuple(SIGNALS)  # the task types the machine has signals for
@@ -194,6 +198,21 @@ class TypeTriage:
         }
 
 
+def expected_scores(signals: pd.DataFrame, fitted: np.ndarray, scores: np.ndarray, l2: float) -> np.ndarray:
+    """People's expected 0–5 score of every pair from its signals: a ridge regression (penalty ``l2``
+    on standardised signals, the intercept free) fitted on the ``fitted`` pairs' scores, clipped to
+    the scale; NaN for pairs without every signal, or all of them when fewer than two pairs are fitted."""
+    x = signals.to_numpy(np.float64)
+    if fitted.sum() < 2:
+        return np.full(len(x), np.nan)
+    mean, scale = x[fitted].mean(axis=0), x[fitted].std(axis=0)
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
+    y = scores[fitted]
+    weights = np.linalg.solve(z[fitted].T @ z[fitted] + l2 * np.eye(z.shape[1]), z[fitted].T @ (y - y.mean()))
+    return np.clip(z @ weights + y.mean(), SCORE_MIN, SCORE_MAX)
+
+
 def fit_triage(
     task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int, certify: np.ndarray | None = None
 ) -> TypeTriage:
@@ -239,15 +258,11 @@ def fit_triage(
 
 @dataclass(frozen=True)
 class Triaged:
-    """Every pair's fate (``decisions``: item_id, task_type, audit, turn, score, label, reason) and
-    each type's fits, one per turn run (``fits``: the last)."""
+    """Every pair's fate (``decisions``: item_id, task_type, audit, turn, score, expected_score, label,
+    reason) and each type's fits, one per turn fitted."""
 
     decisions: pd.DataFrame
     turns: dict[str, tuple[TypeTriage, ...]]
-
-    @property
-    def fits(self) -> dict[str, TypeTriage]:
-        return {kind: fits[-1] for kind, fits in self.turns.items()}
 
 
 def triage(
@@ -257,18 +272,24 @@ def triage(
     image_of: Mapping[str, str],
     settings: TriageSettings,
     seed: int,
+    human_score: Mapping[str, float] | None = None,
 ) -> Triaged:
     """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's labels
     (``human_positive`` by item id; audit items without one are left out of the fit).
 
     Turn 1 audits a seeded share of every pair, fits, certifies its cuts on that audit and labels
     the pairs beyond them.  Each later turn (``settings.turns``) audits a fresh seeded share
-    (``band_audit_share``) of the band the last turn left, once every earlier audit is rated — no
-    extra cost, since people rate the band anyway: the fit takes every human label so
+    (``band_audit_share``) of the band the last turn left — no extra cost, since people rate the
+    band anyway — and waits until people rated all of it: the fit then takes every human label so
     far, the cuts are certified on this turn's audit alone (a uniform sample of the band, so the
-    bound holds for the band's labels), and the band shrinks.  Audited pairs keep people's label
-    (``label`` is theirs, ``audit`` true); the others are labelled by the machine beyond a cut, or
-    left to people (``TO_PEOPLE``).  ``turn`` is the turn that decided a pair, or the last one run.
+    bound holds for the band's labels), and the band shrinks; a turn that certifies nothing leaves
+    the band to the next.  Each turn certifies at ``delta / turns``, so over all turns the chance
+    that a side's labels exceed ``max_error`` anywhere is at most ``delta`` (a union bound).
+    Audited pairs keep people's label (``label`` is theirs, ``audit`` true); the others are labelled
+    by the machine beyond a cut, or left to people (``TO_PEOPLE``).  ``turn`` is the turn that audited or labelled a pair, or whose
+    fit scored it last.
+    With ``human_score`` (people's 0–5 scores by item id) every pair gets ``expected_score``
+    (:func:`expected_scores`, fitted on the audited pairs people scored); NaN otherwise.
     """
     parts, turns = [], {}
     for task_type, rows in pairs.groupby("task_type", sort=True):
@@ -283,20 +304,29 @@ def triage(
         turn_of = np.zeros(len(rows), dtype=np.int64)
         scores = np.full(len(rows), np.nan)
         fits: list[TypeTriage] = []
+        certifying = replace(settings, delta=settings.delta / settings.turns)  # a union bound over the turns
         for turn in range(1, settings.turns + 1):
             share = settings.audit_share if turn == 1 else settings.band_audit_share
             audit = band & audit_sample(rows["item_id"], share, seed, task_type, turn)
             audited |= audit
+            turn_of[audit] = turn
+            if turn > 1 and (audit & ~known).any():
+                break  # this turn's audit awaits people: the band stays as the last fit left it
             fitted = audited & known & complete
-            fit = fit_triage(task_type, signals[fitted], truth[fitted], settings, seed, certify=audit[fitted])
+            fit = fit_triage(task_type, signals[fitted], truth[fitted], certifying, seed, certify=audit[fitted])
             fits.append(fit)
-            scores = np.where(band, fit.score(signals), scores)
-            machine = band & ~audit & (fit.label(scores) != TO_PEOPLE)
+            band &= ~audit
+            if turn > 1 and not fit.cuts:
+                continue  # nothing certified: the band keeps the last fit's scores; the next turn audits it afresh
+            scores = np.where(band | audit, fit.score(signals), scores)
+            machine = band & (fit.label(scores) != TO_PEOPLE)
             labels[machine] = fit.label(scores)[machine]
             turn_of[band] = turn
-            band &= ~audit & ~machine
+            band &= ~machine
             if (audit & ~known).any():
-                break  # this turn's audit awaits people: the next turn draws from the band its fit leaves
+                break  # the first audit awaits people: its partial fit labels, and the next turn waits for it
+        rated = np.asarray([(human_score or {}).get(item, np.nan) for item in rows["item_id"]], dtype=np.float64)
+        expected = expected_scores(signals, audited & complete & ~np.isnan(rated), rated, settings.l2)
         labels[audited] = np.where(truth, POSITIVE, NEGATIVE)[audited]
         labels[audited & ~known] = TO_PEOPLE
         reasons = [
@@ -313,6 +343,7 @@ def triage(
                     "audit": audited,
                     "turn": turn_of,
                     "score": scores,
+                    "expected_score": expected,
                     "label": labels,
                     "reason": reasons,
                 }
@@ -329,10 +360,10 @@ PEOPLE, MACHINE, OPEN = "people", "machine", "open"  # who decided an item, or t
 class TriagedRound:
     """A round's items after triage: every item's fate, the machine's labels, the rows still for people."""
 
-    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, turn, score, label, decided_by, checked, reason
+    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, turn, score, expected_score, label, decided_by, checked, reason
     machine_labels: pd.DataFrame  # the machine's labels in use (items people did not rate), with their provenance
-    open_tasks: pd.DataFrame  # tasks rows of the items that still need people, with their batches' gold items
-    turns: dict[str, tuple[TypeTriage, ...]]  # each type's fit per turn run
+    open_tasks: pd.DataFrame  # tasks rows people get next (an audit awaiting them first), with their batches' gold items
+    turns: dict[str, tuple[TypeTriage, ...]]  # each type's fit per turn fitted
 
 
 def triage_round(
@@ -342,14 +373,16 @@ def triage_round(
     image_of: Mapping[str, str],
     settings: TriageSettings,
     seed: int,
+    people_score: Mapping[str, float] | None = None,
 ) -> TriagedRound:
     """Triage a round's tasks table (its gold items serve quality control and stay out; types without
-    machine signals go to people whole) given what people have labelled so far (``people``: item id → positive).  An item is decided by people once
-    they labelled it, by the machine beyond a certified cut, and is otherwise open: the audit first,
-    then the band between the cuts.  Where people rated an item the machine would have labelled,
-    their label stands and ``checked`` says whether the machine agreed."""
+    machine signals go to people whole) given what people have labelled so far (``people``: item id
+    → positive).  An item is decided by people once they labelled it, by the machine beyond a
+    certified cut, and is otherwise open: the audit first, then the band between the cuts.  Where people rated an item the machine would have labelled,
+    their label stands and ``checked`` says whether the machine agreed.  ``people_score`` (their 0–5
+    scores) gives the machine's labels an ``expected_score`` for the graded types."""
     items = tasks[(tasks["gold"] == "") & tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
-    done = triage(items[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, seed)
+    done = triage(items[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, seed, people_score)
     d = done.decisions.merge(items[["item_id", "id_a", "id_b"]], on="item_id", how="left")
     unsignalled = tasks[(tasks["gold"] == "") & ~tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
     if len(unsignalled):  # VERIFY, BISON's types: the machine has no signals for them, so people decide
@@ -357,7 +390,12 @@ def triage_round(
             [
                 d,
                 unsignalled[["item_id", "task_type", "id_a", "id_b"]].assign(
-                    audit=False, turn=0, score=np.nan, label=np.int8(TO_PEOPLE), reason="no machine signals for this task type"
+                    audit=False,
+                    turn=0,
+                    score=np.nan,
+                    expected_score=np.nan,
+                    label=np.int8(TO_PEOPLE),
+                    reason="no machine signals for this task type",
                 ),
             ],
             ignore_index=True,
@@ -382,17 +420,35 @@ def triage_round(
     machine_labels = labelled[["item_id", "task_type", "id_a", "id_b"]].assign(
         positive=labelled["label"] == POSITIVE,
         score=labelled["score"],
+        expected_score=labelled["expected_score"],
         cut=[cut.score for cut in cuts],
         bound=[cut.bound for cut in cuts],
         audited=[cut.audited for cut in cuts],
         turn=labelled["turn"],
-        signals=[",".join(done.fits[kind].signals) for kind in labelled["task_type"]],
+        signals=[",".join(done.turns[kind][0].signals) for kind in labelled["task_type"]],
         reason=labelled["reason"],
     )
-    still_open = set(d.loc[d["decided_by"] == OPEN, "item_id"])
+    waiting = d["decided_by"] == OPEN
+    auditing = set(
+        d.loc[waiting & d["audit"], "task_type"]
+    )  # a type whose audit awaits people sends that alone: the next fit needs all of it
+    still_open = set(d.loc[waiting & (d["audit"] | ~d["task_type"].isin(auditing)), "item_id"])
     batches = set(tasks.loc[tasks["item_id"].isin(still_open), "batch_id"])
     open_tasks = tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
-    columns = ["item_id", "task_type", "id_a", "id_b", "audit", "turn", "score", "label", "decided_by", "checked", "reason"]
+    columns = [
+        "item_id",
+        "task_type",
+        "id_a",
+        "id_b",
+        "audit",
+        "turn",
+        "score",
+        "expected_score",
+        "label",
+        "decided_by",
+        "checked",
+        "reason",
+    ]
     return TriagedRound(
         d[columns].sort_values("item_id", kind="stable").reset_index(drop=True),
         machine_labels.sort_values("item_id").reset_index(drop=True),

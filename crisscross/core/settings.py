@@ -23,7 +23,8 @@ def setting(
     default: Any, *, low: float | None = None, high: float | None = None, open_range: bool = False, choices: tuple[Any, ...] | None = None
 ) -> Any:
     """A settings field with its allowed range (inclusive; ``open_range``: both ends excluded) or
-    choices (for strings, or for each element of a list)."""
+    choices (for strings, or for each element of a list; of a mapping, the range is its values'
+    and the choices its keys')."""
     metadata = {"low": low, "high": high, "open": open_range, "choices": choices}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
@@ -81,6 +82,12 @@ def _check(key: str, value: Any, hint: Any, rules: Mapping[str, Any]) -> Any:
     if origin in (Mapping, dict) or hint in (dict, Mapping) or origin is typing.Mapping:
         if not isinstance(value, Mapping):
             raise ParamError(f"{key} must be a mapping, got {value!r}")
+        keys = rules.get("choices")
+        stray = [k for k in value if keys is not None and k not in keys]
+        if stray:
+            raise ParamError(f"{key} has key {stray[0]!r}; its keys must be among {list(keys)}")
+        if len(args) == 2:
+            return {k: _check(f"{key}.{k}", v, args[1], {**rules, "choices": None}) for k, v in value.items()}
         return dict(value)
     if hint is bool:
         if not isinstance(value, bool):

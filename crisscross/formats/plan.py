@@ -29,6 +29,11 @@ def designs(plan: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     return dict(sorted(found.items()))
 
 
+def ceiling(plan: Mapping[str, Any]) -> int:
+    """The most judgments the plan gives any item: the round's ``replicas`` under it."""
+    return max(replicas for _, replicas in designs(plan).values())
+
+
 def pilot_rater_sd(plan: Mapping[str, Any]) -> dict[str, float]:
     """Per task type, one rater's spread the pilot measured."""
     return {kind: float(entry["pilot"]["rater_sd"]) for kind, entry in sorted(plan.get("types", {}).items())}

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from crisscross.aggregate.round import RATED_COLUMNS
+from crisscross.aggregate.round import KEPT_JUDGMENTS, RATED_COLUMNS
 from crisscross.annotate.providers import CXC_WORKER
 from crisscross.campaign.replication import DECISIONS_FILE, FIXED
 from crisscross.core.errors import InputError, ParamError
@@ -113,7 +113,7 @@ def _need(path: Path, producer: str) -> Path:
 
 def read_round(spec: RoundInput) -> Round:
     rated = pq.read_table(_need(spec.rated / "rated.parquet", "aggregate")).to_pandas()
-    kept = pq.read_table(_need(spec.rated / "judgments_kept.parquet", "aggregate")).to_pandas()
+    kept = pq.read_table(_need(spec.rated / KEPT_JUDGMENTS, "aggregate")).to_pandas()
     raters = pd.read_csv(
         _need(spec.rated / "raters.csv", "aggregate"), dtype={"worker": str, "task_type": str, "reasons": str}, keep_default_na=False
     )

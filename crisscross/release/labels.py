@@ -20,6 +20,7 @@ from crisscross.release.contents import Contents
 from crisscross.release.parts import MACHINE_LABELS, Part
 
 ROUND_ITEM = ["round", "task_type", "item_id"]
+UNKNOWN = "unknown"  # a round released without its annotate output: its stop rule and dropped judgments are not known
 
 
 def replication(contents: Contents) -> dict[str, dict[str, Any]]:
@@ -39,7 +40,11 @@ def replication(contents: Contents) -> dict[str, dict[str, Any]]:
     for kind, rows in items.groupby("task_type", sort=True):
         counts = rows["judgments"].astype(int)
         rules = {
-            r.rule if r.replication is not None and (r.replication["task_type"] == kind).any() else FIXED
+            UNKNOWN
+            if not r.all_judgments
+            else r.rule
+            if r.replication is not None and (r.replication["task_type"] == kind).any()
+            else FIXED
             for r in contents.rounds
             if r.number in set(rows["round"])
         }
@@ -64,6 +69,11 @@ def replication_line(kind: str, figures: dict[str, Any]) -> str:
     )
     if figures["rule"] == FIXED:
         return line + "fixed design, no item stopped early"
+    if UNKNOWN in figures["rule"]:
+        return (
+            line
+            + "replication not known: the release was built without the round's annotate output, so only the kept judgments are counted"
+        )
     still = f", {figures['open']:,} still open" if figures["open"] else ""
     return (
         line + f"adaptive replication ({figures['rule']}): {figures['stopped_early']:,} of {figures['items']:,} items stopped early{still}"

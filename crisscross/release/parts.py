@@ -47,6 +47,7 @@ MACHINE_LABEL_TYPES = {
     "id_b": str,
     "positive": bool,
     "score": "float64",
+    "expected_score": "float64",
     "cut": "float64",
     "bound": "float64",
     "audited": "int64",
@@ -288,7 +289,8 @@ def read_machine_labels(folder: Path, salt: Salt, settings: Mapping[str, Any]) -
         "raters." + (" SIMULATED: the audit the machine learnt from was rated by a simulated panel, not people." if simulated else ""),
         "",
         f"They are kept apart: `data/{MACHINE_LABELS}/labels.csv` and `labels.parquet` hold them, each row with its provenance "
-        "(`score`, `cut`, `audited` pairs behind the cut, error `bound`, `signals`, `reason`) and `source` *machine*; the rounds' "
+        "(`score`, `cut`, `audited` pairs behind the cut, error `bound`, `signals`, `reason`; `expected_score`, a regression's "
+        "estimate of people's 0–5 score for the graded types, never a rating) and `source` *machine*; the rounds' "
         "tables (`data/pairs.parquet`, the files per task type and split, `data/judgments.parquet`) hold none of these items, and "
         "no count of people's labels includes them.",
         "",
@@ -314,7 +316,8 @@ def read_machine_labels(folder: Path, salt: Salt, settings: Mapping[str, Any]) -
         "an audit raters labelled, labels only beyond cuts whose error rate a Clopper–Pearson bound certifies; kept apart from people's labels.",
         notes={
             "labels.csv": "one label a calibrated machine assigned (never people) per row: item, task type, ids, positive, and its "
-            "provenance (score, certified cut, audited pairs behind it, error bound, signals, reason, as the triage records it); source machine",
+            "provenance (score, certified cut, audited pairs behind it, error bound, signals, reason, as the triage records it; "
+            "expected_score: a regression's estimate of people's 0–5 score, never a rating); source machine",
             "labels.parquet": "the same as labels.csv",
         },
     )

@@ -394,6 +394,10 @@ def test_round_trip_keeps_seconds_and_times_as_the_platform_gives_them(round_):
     for r in crowd.to_pylist():
         assert r["seconds"] == pytest.approx(600 / sizes[r["batch_id"]])  # WorkTimeInSeconds split evenly
         assert r["time"] == f"2026-01-20T18:{10 + WORKERS.index(r['worker'])}:00Z"  # PST → UTC
+    first = sorted(set(tasks.column("batch_id").to_pylist()))[0]  # a top-up batch: some of its rows, as topup exports them
+    shown = tasks.filter(pc.equal(tasks.column("batch_id"), first)).slice(0, 3)
+    topped, _ = validate(read_all("crowd-csv", fill_crowd_csv(export_tasks("crowd-csv", shown, catalog, 1))), tasks)
+    assert topped.num_rows == 3 * len(WORKERS) and set(topped.column("seconds").to_pylist()) == {200.0}  # over what was shown
     studio, _ = validate(read_all("label-studio", fill_label_studio(export_tasks("label-studio", tasks, catalog, REPLICAS))), tasks)
     assert set(studio.column("seconds").to_pylist()) == {6.25}
     assert studio.to_pylist()[0]["time"].endswith(".250000Z")

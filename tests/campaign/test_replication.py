@@ -80,6 +80,11 @@ def test_settings_are_checked_like_every_section() -> None:
         settings_from_params(ReplicationSettings, {"rule": "sprt"}, "replication")
     with pytest.raises(ParamError, match="replication.alpha must be > 0.0 and < 1.0"):
         settings_from_params(ReplicationSettings, {"alpha": 1.5}, "replication")
+    with pytest.raises(ParamError, match=r"replication.rater_sd.SIS must be > 0.0"):
+        settings_from_params(ReplicationSettings, {"rater_sd": {"SIS": 0}}, "replication")
+    with pytest.raises(ParamError, match=r"replication.rater_sd has key 'sts'; its keys must be among \['STS', 'SIS', 'SITS'\]"):
+        settings_from_params(ReplicationSettings, {"rater_sd": {"sts": 0.8}}, "replication")
+    assert settings_from_params(ReplicationSettings, {"rater_sd": {"STS": 1}}, "replication").rater_sd == {"STS": 1.0}
 
 
 def test_a_ceiling_below_the_minimum_is_the_ceiling() -> None:
@@ -102,9 +107,9 @@ def judgments_frame(rows: list[tuple[str, str, float, str | None, str]]) -> pd.D
 def test_arrival_is_the_stamped_time_then_the_table_order() -> None:
     frame = judgments_frame(
         [("a", "w1", 1.0, None, "simulate"), ("a", "w2", 2.0, "2026-11-02T00:00:00Z", "people"), ("a", "w3", 3.0, "2026-11-01T00:00:00Z", "people"),
-         ("a", "w4", 4.0, None, "simulate")]
+         ("a", "w4", 4.0, None, "simulate"), ("a", "w5", 4.0, "2026-11-01T00:00:00.400000Z", "people")]
     )  # fmt: skip
-    assert arrival_order(frame)["worker"].tolist() == ["w3", "w2", "w1", "w4"]
+    assert arrival_order(frame)["worker"].tolist() == ["w3", "w5", "w2", "w1", "w4"]  # .4 s after w3, though it sorts first as text
 
 
 def test_a_round_under_the_rule_drops_only_what_a_campaign_would_not_have_asked() -> None:

@@ -21,6 +21,7 @@ from crisscross.campaign.triage import (
     audit_sample,
     certified_cut,
     error_bound,
+    expected_scores,
     fewest_audited,
     logistic_fit,
     triage,
@@ -79,8 +80,8 @@ def test_an_audit_too_small_to_certify_sends_the_type_to_people() -> None:
         {"item_id": ["sts:1", "sts:2"], "task_type": STS, "id_a": ["coco:cap:0", "coco:cap:3"], "id_b": ["coco:cap:1", "coco:cap:4"]}
     )
     done = triage(pairs, {"sts:1": True, "sts:2": False}, [space], image_of, TriageSettings(audit_share=0.5), SEED)
-    assert (done.decisions.loc[~done.decisions["audit"], "label"] == TO_PEOPLE).all() and not done.fits[STS].cuts
-    assert done.fits[STS].note.startswith("audit too small")
+    assert (done.decisions.loc[~done.decisions["audit"], "label"] == TO_PEOPLE).all() and not done.turns[STS][0].cuts
+    assert done.turns[STS][0].note.startswith("audit too small")
     assert done.decisions.loc[~done.decisions["audit"], "reason"].str.startswith("audit too small").all()
 
 
@@ -162,7 +163,7 @@ def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     assert machine.mean() > 0.3
     agree = (d["label"].to_numpy()[machine] == truth[machine]).mean()
     assert agree >= 1 - settings.max_error
-    fit = done.fits[STS]
+    fit = done.turns[STS][0]
     assert set(fit.cuts) == {POSITIVE, NEGATIVE} and all(c.bound <= settings.max_error for c in fit.cuts.values())
     first = d[machine].iloc[0]
     cut = fit.cuts[int(first["label"])]
@@ -229,3 +230,30 @@ def test_later_turns_audit_the_band_refit_on_every_label_and_certify_on_their_ow
     paused = triage(pairs, awaiting, [space], image_of, settings, SEED).decisions
     assert paused["turn"].max() == 2 and (paused.loc[paused["audit"] & (paused["turn"] == 2), "label"] == TO_PEOPLE).all()
     assert paused["reason"].str.contains(r"audit \(turn 2\): awaiting people's rating").any()
+
+
+def test_expected_scores_are_scikit_learns_ridge_clipped_to_the_scale() -> None:
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(SEED)
+    x = rng.normal(size=(800, 3))
+    y = np.clip(2.5 + x @ [1.2, -0.4, 0.0] + 0.5 * rng.normal(size=800), 0, 5)
+    fitted = rng.random(800) < 0.3
+    signals = pd.DataFrame(x, columns=["a", "b", "c"])
+    ours = expected_scores(signals, fitted, y, 1.0)
+    z = (x - x[fitted].mean(axis=0)) / x[fitted].std(axis=0)
+    theirs = np.clip(Ridge(alpha=1.0).fit(z[fitted], y[fitted]).predict(z), 0, 5)
+    assert np.allclose(ours, theirs, atol=1e-9) and ours.min() >= 0 and ours.max() <= 5
+    assert np.isnan(expected_scores(signals, np.zeros(800, dtype=bool), y, 1.0)).all()
+
+
+def test_machine_labels_of_graded_types_carry_an_expected_score() -> None:
+    pairs, space, image_of, truth = synthetic_sts()
+    cosine = pair_signals(STS, pairs["id_a"], pairs["id_b"], [space], image_of)["toy:captions"].to_numpy()
+    score = np.clip(3 + 8 * (cosine - 0.6), 0, 5)  # people's 0–5 scores rise with the cosine
+    people = dict(zip(pairs["item_id"], truth, strict=True))
+    done = triage(pairs, people, [space], image_of, TriageSettings(), SEED, dict(zip(pairs["item_id"], score, strict=True)))
+    d = done.decisions.set_index("item_id").loc[pairs["item_id"]]
+    machine = (~d["audit"] & (d["label"] != TO_PEOPLE)).to_numpy()
+    assert d["expected_score"].notna().all() and np.corrcoef(d["expected_score"].to_numpy()[machine], score[machine])[0, 1] > 0.95
+    assert triage(pairs, people, [space], image_of, TriageSettings(), SEED).decisions["expected_score"].isna().all()

@@ -34,9 +34,9 @@ def annotate(build: Path, out: Path, params: Path, *judgments: Path, extra: tupl
     return json.loads((out / "report.json").read_text())
 
 
-def topup(build: Path, judged: Path, out: Path, params: Path) -> dict:
+def topup(build: Path, judged: Path, out: Path, params: Path, *extra: str) -> dict:
     argv = ["topup", "--in", str(judged), "--tasks", str(build / "tasks"), "--items", str(build / "items"), "--out", str(out)]
-    assert cli([*argv, "--params", str(params)]) == 0
+    assert cli([*argv, "--params", str(params), *extra]) == 0
     return json.loads((out / "report.json").read_text())
 
 
@@ -109,6 +109,16 @@ def test_people_files_leave_items_open_and_topup_rounds_close_them(demo_repro: P
     exported = [json.loads(line) for line in (tmp_path / "topup-1" / "export" / "jsonl" / "batches.jsonl").read_text().splitlines()]
     assert {b["replicas"] for b in exported} == {1} and sum(len(b["items"]) for b in exported) == len(asked)
     assert first["raters_per_batch"] == 1 and sum(c["open"] for c in first["task_types"].values()) == len(open_items)
+
+    # Rater QC drops the careless raters' judgments: items the rule stopped on them reopen.
+    argv = ["aggregate", "--in", str(tmp_path / "judged-2"), "--tasks", str(build / "tasks"), "--out", str(tmp_path / "rated-2")]
+    assert cli([*argv, "--params", str(params)]) == 0
+    checked = topup(build, tmp_path / "judged-2", tmp_path / "topup-qc", params, "--rated", str(tmp_path / "rated-2"))
+    reopened = read(tmp_path / "topup-qc" / "status.parquet").set_index("item_id")
+    kept = read(tmp_path / "rated-2" / "judgments_kept.parquet").groupby("item_id").size()
+    assert set(reopened.index[reopened["open"]]) > open_items  # every open item stays open, and QC reopens more
+    short = reopened.index[(kept.reindex(reopened.index).fillna(0) < 2).to_numpy()]
+    assert reopened.loc[short, "open"].all() and sum(c["open"] for c in checked["task_types"].values()) == reopened["open"].sum()
 
     # The third rater of each top-up batch answers only what the top-up shows; every file goes back in together.
     third = panel[(panel["turn"] == 3) & panel["item_id"].isin(set(asked["item_id"]))]

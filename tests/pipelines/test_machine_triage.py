@@ -33,4 +33,4 @@ def test_a_ten_percent_audit_lets_the_machine_label_a_quarter_of_each_type_at_cx
         agree = (machine["label"].astype(bool) == machine["item_id"].map(people)).mean()
         print(f"\n{kind}: machine labels {len(machine) / len(rest):.1%} of the pairs not audited, {agree:.2%} as CxC")
         assert len(machine) / len(rest) >= 0.25 and agree >= 0.985
-        assert all(cut.bound <= 0.015 for cut in done.fits[kind].cuts.values())
+        assert all(cut.bound <= 0.015 for cut in done.turns[kind][0].cuts.values())

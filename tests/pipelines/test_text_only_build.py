@@ -78,3 +78,9 @@ def test_a_round_section_is_laid_over_the_stage_section(tmp_path: Path) -> None:
     _, _, plain = load_params(str(params), "tasks", TaskParams)
     _, _, sits = load_params(str(params), "tasks", TaskParams, "sits")
     assert (plain.batch_size, plain.replicas) == (12, 3) and (sits.batch_size, sits.replicas) == (12, 7)
+    params.write_text(
+        "annotate:\n  replication: {rule: fixed, alpha: 0.05, rater_sd: {STS: 0.8}}\n"
+        "rounds:\n  adaptive:\n    annotate: {replication: {rule: threshold}}\n"
+    )
+    adaptive, _, _ = load_params(str(params), "annotate", {"replication": {}}, "adaptive")
+    assert adaptive["replication"] == {"rule": "threshold", "alpha": 0.05, "rater_sd": {"STS": 0.8}}  # a mapping key by key

@@ -164,8 +164,13 @@ def test_serve_reads_the_replication_params_with_the_round_laid_over_and_the_pla
     )
     plan = tmp_path / "plan"
     plan.mkdir()
-    (plan / "plan.json").write_text(json.dumps({"types": {"STS": {"pilot": {"rater_sd": 0.7}}, "SIS": {"pilot": {"rater_sd": 0.2}}}}))
+    designs = {"STS": {"items": 100, "replicas": 6}, "SIS": {"items": 80, "replicas": 3}}
+    (plan / "plan.json").write_text(
+        json.dumps({"types": {kind: {"pilot": {"rater_sd": sd}, "design": designs[kind]} for kind, sd in (("STS", 0.7), ("SIS", 0.2))}})
+    )
     _, replicas, _, base = serve._settings(str(params), None)
     assert (replicas, base.rule, dict(base.rater_sd)) == (5, "ci-width", {"STS": 0.4})
-    _, replicas, _, laid = serve._settings(str(params), "r2", str(plan))
-    assert (replicas, laid.rule, dict(laid.rater_sd)) == (4, "threshold", {"STS": 0.7, "SIS": 0.9})  # params win over the pilot
+    _, replicas, _, laid = serve._settings(str(params), "r2")
+    assert (replicas, laid.rule, dict(laid.rater_sd)) == (4, "threshold", {"SIS": 0.9})
+    _, replicas, _, planned = serve._settings(str(params), "r2", str(plan))
+    assert (replicas, dict(planned.rater_sd)) == (6, {"STS": 0.7, "SIS": 0.9})  # the plan's ceiling; params win over the pilot
