@@ -249,3 +249,14 @@ def test_machine_labels_of_items_people_rated_are_refused(build: Path, triaged: 
     with pytest.raises(InputError, match=rf"^{machine} item\(s\) the machine labelled are rated in the rounds too, e\.g\. s[it]s:coco:"):
         release(build, tmp_path / "demo-simulated", None, "--machine-labels", str(triage))
     assert not (tmp_path / "demo-simulated").exists()
+
+
+def test_a_round_released_without_its_annotate_output_says_its_replication_is_not_known(build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "demo-simulated"
+    argv = ["--rated", ",".join(str(build / f"{r}rated") for r in ROUNDS), "--items", str(build / "items"), "--out", str(out)]
+    report = command.main([*argv, "--date", "2026-11-23", "--simulated", "--params", str(PROJECT / "params.yaml")])
+    card = (out / "README.md").read_text()
+    kept = pq.read_table(build / "rated" / "rated.parquet").to_pandas().query("task_type == 'STS'")["n"].sum()
+    assert f"STS: 700 items, {kept:,} judgments ({kept:,} kept after quality control)" in card  # only the kept ones are known
+    assert "replication not known: the release was built without the round's annotate output" in card
+    assert report["replication"]["STS"]["rule"] == "unknown"
