@@ -113,6 +113,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     outputs = pipeline | "Annotate" >> CollectJudgments(tasks, stage.params["source"], settings, replication)
     outputs.collected | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
+    return replication
 
 
 def adaptive(stage: StageArgs) -> tuple[ReplicationSettings, int] | None:
@@ -153,7 +154,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {stage.shown(io.join(stage.out, 'unjudged.parquet'))}"
     lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     facts = json.loads(io.read_bytes(io.join(done.out, "source.json")))
-    replication = replication_report(done.out, stage)
+    replication = replication_report(done.out, done.built)
     if replication:
         lines["replication"] = "; ".join(
             f"{kind} {c['stopped']:,} stopped early, {c['open']:,} open, {c['judgments_used']:,} of {c['ceiling']:,} judgments"
@@ -170,9 +171,9 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     }
 
 
-def replication_report(out: str, stage: StageArgs) -> dict[str, Any]:
-    """Per rated type under a stop rule: items stopped early, still open, judgments used against the ceiling."""
-    adapted = adaptive(stage)
+def replication_report(out: str, adapted: tuple[ReplicationSettings, int] | None) -> dict[str, Any]:
+    """Per rated type under the stop rule ``build`` ran (or nothing, for the fixed design): items
+    stopped early, still open, judgments used against the ceiling."""
     if adapted is None:
         return {}
     settings, replicas = adapted

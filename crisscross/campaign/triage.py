@@ -198,6 +198,13 @@ class TypeTriage:
         }
 
 
+def spread(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each signal's mean and standard deviation over ``x``'s rows (a constant signal's as 1, so it standardises to 0)."""
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    return mean, scale
+
+
 def expected_scores(signals: pd.DataFrame, fitted: np.ndarray, scores: np.ndarray, l2: float) -> np.ndarray:
     """People's expected 0–5 score of every pair from its signals: a ridge regression (penalty ``l2``
     on standardised signals, the intercept free) fitted on the ``fitted`` pairs' scores, clipped to
@@ -205,8 +212,7 @@ def expected_scores(signals: pd.DataFrame, fitted: np.ndarray, scores: np.ndarra
     x = signals.to_numpy(np.float64)
     if fitted.sum() < 2:
         return np.full(len(x), np.nan)
-    mean, scale = x[fitted].mean(axis=0), x[fitted].std(axis=0)
-    scale[scale == 0] = 1.0
+    mean, scale = spread(x[fitted])
     z = (x - mean) / scale
     y = scores[fitted]
     weights = np.linalg.solve(z[fitted].T @ z[fitted] + l2 * np.eye(z.shape[1]), z[fitted].T @ (y - y.mean()))
@@ -234,8 +240,7 @@ def fit_triage(
         )
         zeros = np.zeros(len(names))
         return TypeTriage(task_type, names, zeros, np.ones(len(names)), zeros, 0.0, {}, int(on.sum()), int(labels[on].sum()), note)
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale == 0] = 1.0
+    mean, scale = spread(x)
     z = (x - mean) / scale
     folds = generator(seed, "triage-folds", task_type).integers(settings.folds, size=len(z))
     held_out = np.empty(len(z))
