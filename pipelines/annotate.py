@@ -33,6 +33,7 @@ from crisscross.core.errors import ParamError
 from crisscross.core.settings import params_of, setting, settings_from_params
 from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.formats.plan import ceiling, read_plan
+from crisscross.formats.schema import MAX_SECONDS_PER_ITEM, JudgmentRules
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -56,7 +57,13 @@ class AnnotateSettings:
     replay_split: str = setting(_SOURCE_DEFAULTS.replay_split, choices=CXC_SPLITS)  # replay of cxc:<folder>
     simulate: Mapping[str, Any] = setting(dict(_SOURCE_DEFAULTS.simulate))
     replication: Mapping[str, Any] = setting({"rule": FIXED})  # campaign/replication.py: ReplicationSettings
+    # the longest one judgment may take: import quarantines a judgment over it, the rater app refuses it
+    max_seconds_per_item: float = setting(MAX_SECONDS_PER_ITEM, low=1.0)
     strict: bool = False
+
+    @property
+    def rules(self) -> JudgmentRules:
+        return JudgmentRules(max_seconds=self.max_seconds_per_item)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +109,7 @@ def source_settings(stage: StageArgs) -> SourceSettings:
         replay_split=params["replay_split"],
         simulate=dict(params["simulate"]),
         seed=stage.seed,
+        rules=stage.settings.rules,
     )
 
 

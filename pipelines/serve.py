@@ -1,8 +1,10 @@
 """``crisscross serve``: the rater app over a round's tasks, and its operator commands.
 
-``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--plan DIR] [--host H] [--port N]``
+``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--root DIR] [--plan DIR] [--url URL] [--workers N] [--host H] [--port N]``
     loads the round's tasks into the database (a SQLite file, or a ``postgresql://`` URL) and
-    serves the rater page on 127.0.0.1 unless told otherwise;
+    serves the rater page on 127.0.0.1 unless told otherwise, in ``--workers`` processes (each
+    builds the app from the same flags; they share the database, so sessions and assignments hold
+    across them; the rate limits count per process);
 ``crisscross serve add-rater NAME --db DB [--url URL] [--new-token]``
     prints a rater's sign-in link (the token is shown once; the database keeps its hash);
 ``crisscross serve status --db DB``
@@ -12,13 +14,16 @@
 ``replicas`` (raters per batch) is the tasks stage's own param (``tasks.replicas``, with
 ``--round`` laid over it); under adaptive replication (``annotate.replication``, likewise laid
 over) it is a ceiling, and ``--plan`` (a plan stage output) gives the pilot's rater spread for the
-types params leave out.  The app's limits are the ``serve`` section (:class:`ServeSettings`).
+types params leave out.  The app's limits and session times are the ``serve`` section (:class:`ServeSettings`); what a judgment
+may hold (``annotate.max_seconds_per_item``) is the ``annotate`` section's, as import checks it.
 ``annotate`` reads the judgments back with ``source: import`` and ``format: store``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,13 +34,15 @@ import pandas as pd
 from crisscross.aggregate.quality import rater_report
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
-from crisscross.annotate.store import Store, open_store, redact
+from crisscross.annotate.store import SessionPolicy, Store, open_store, redact
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
-from crisscross.core.errors import UserError
+from crisscross.core.errors import InputError, UserError
 from crisscross.core.settings import setting
+from crisscross.formats.schema import JudgmentRules
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
 from crisscross.pipelines.stage import load_params, require
+from crisscross.serve.security import origin_of
 
 STAGE = "serve"
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -51,18 +58,29 @@ class ServeSettings:
     burst: float = setting(40.0, low=1.0)
     ip_rate_per_second: float = setting(200.0, low=0.0)  # per client address
     signins_per_minute: float = setting(20.0, low=1.0)  # per client address
+    session_idle_timeout: float = setting(SessionPolicy.idle, low=60.0)  # seconds without a request before a sign-in ends
+    session_lifetime: float = setting(SessionPolicy.lifetime, low=60.0)  # seconds after sign-in a session ends, however used
 
 
 class MissingExtra(UserError, ImportError):
     """The web dependencies are an optional extra."""
 
 
-def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> tuple[ServeSettings, int, int, ReplicationSettings]:
-    """The serve settings, the round's replicas (the ceiling), ``base.seed`` (VERIFY-TRIPLE's image
-    order, as exported) and when an item has judgments enough."""
+@dataclass(frozen=True)
+class ServeParams:
+    """What the app and the operator commands read of params and a plan, checked once."""
+
+    serve: ServeSettings
+    replicas: int  # the ceiling under a stop rule
+    seed: int  # base.seed: VERIFY-TRIPLE's image order, as exported
+    replication: ReplicationSettings
+    rules: JudgmentRules
+
+
+def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> ServeParams:
     _, base, serve = load_params(params, STAGE, ServeSettings)
-    annotate, _, _ = load_params(params, "annotate", AnnotateSettings, round_name)
-    return serve, ceiling_of(params, round_name, plan), int(base["seed"]), replication_of(annotate, plan)
+    annotate, _, checked = load_params(params, "annotate", AnnotateSettings, round_name)
+    return ServeParams(serve, ceiling_of(params, round_name, plan), int(base["seed"]), replication_of(annotate, plan), checked.rules)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -76,47 +94,107 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_server(argv: list[str]) -> None:
+SERVE_ARGS = "CRISSCROSS_SERVE_ARGS"  # the flags each worker process of ``--workers N`` builds its app from
+
+
+def _server_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crisscross serve", description="Serve the rater app over a round's tasks.")
     parser.add_argument("--tasks", required=True, help="the tasks stage output (tasks.parquet)")
     parser.add_argument("--items", default="build/items", help="the ingest output (caption texts, image paths); default build/items")
     parser.add_argument(
         "--images", default=None, help="the folder every served image must lie in; default: the folder the items' images share"
     )
+    parser.add_argument(
+        "--root", default=".", help="the directory ingest ran in: the items' image paths are relative to it (default: here)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--url",
+        default=None,
+        help="the address raters reach the app at, e.g. https://rate.example.org behind a TLS proxy: POSTs must come from its "
+        "origin, and https makes the session cookie Secure (default: the address each request names)",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (they share the database; PostgreSQL suits several)")
     _common(parser)
-    flags = parser.parse_args(argv)
+    return parser
+
+
+def _app(flags: argparse.Namespace, load: bool) -> Any:
+    """The app the flags describe; with ``load`` the round's tasks go into the database first."""
+    from crisscross.serve.app import AppConfig, Round, create_app
+
+    settings = _settings(flags.params, flags.round, flags.plan)
+    tasks = io.read_parquet(require(io.join(flags.tasks, "tasks.parquet"), "tasks"))
+    catalog = load_catalog(require(flags.items, "ingest", " (or pass --items)")).rooted(os.path.abspath(flags.root))
+    batches(tasks, catalog)  # every id must be showable: the export's own check
+    store = Store(flags.db)
+    if load:
+        store.init()
+        added = store.load_tasks(tasks.to_pylist())
+        print(
+            f"serve: {tasks.num_rows} task rows ({added} new) × {_raters(settings.replicas, settings.replication)} in {redact(flags.db)}",
+            flush=True,
+        )
+    config = AppConfig(
+        replicas=settings.replicas,
+        timeout=settings.serve.assignment_timeout,
+        max_request_bytes=settings.serve.max_request_bytes,
+        rate_per_second=settings.serve.rate_per_second,
+        burst=settings.serve.burst,
+        ip_rate_per_second=settings.serve.ip_rate_per_second,
+        signins_per_minute=settings.serve.signins_per_minute,
+        replication=settings.replication,
+        rules=settings.rules,
+        sessions=SessionPolicy(settings.serve.session_idle_timeout, settings.serve.session_lifetime),
+        public_url=flags.url,
+    )
+    round_ = Round.of(tasks, catalog, flags.images, settings.seed)
+    absent = round_.absent_images()
+    if absent:
+        raise InputError(
+            f"{len(absent)} image file(s) the round shows are not there, e.g. {absent[0]}: the items' image paths are relative to "
+            f"the directory ingest ran in; start serve from there, or give that directory as --root (tried --root {flags.root})"
+        )
+    return create_app(store, round_, config)
+
+
+def app_from_environment() -> Any:
+    """The app of one worker process of ``serve --workers N`` (uvicorn's factory)."""
+    return _app(_server_parser().parse_args(json.loads(os.environ[SERVE_ARGS])), load=False)
+
+
+def run_server(argv: list[str]) -> None:
+    flags = _server_parser().parse_args(argv)
+    if flags.workers < 1:
+        raise InputError(f"--workers must be at least 1, got {flags.workers}")
+    if flags.url is not None and origin_of(flags.url) is None:
+        raise InputError(f"--url {flags.url!r} is not an http:// or https:// address")
     try:
         import uvicorn
 
-        from crisscross.serve.app import AppConfig, Round, create_app
+        from crisscross.serve import app as _  # noqa: F401  (the extra's packages, checked before anything runs)
     except ImportError as error:
         raise MissingExtra(f"crisscross serve needs the serve extra: pip install -c constraints.txt -e '.[serve]' ({error})") from error
-    settings, replicas, seed, replication = _settings(flags.params, flags.round, flags.plan)
-    tasks = io.read_parquet(require(io.join(flags.tasks, "tasks.parquet"), "tasks"))
-    catalog = load_catalog(require(flags.items, "ingest", " (or pass --items)"))
-    batches(tasks, catalog)  # every id must be showable: the export's own check
-    store = Store(flags.db)
-    store.init()
-    added = store.load_tasks(tasks.to_pylist())
-    config = AppConfig(
-        replicas=replicas,
-        timeout=settings.assignment_timeout,
-        max_request_bytes=settings.max_request_bytes,
-        rate_per_second=settings.rate_per_second,
-        burst=settings.burst,
-        ip_rate_per_second=settings.ip_rate_per_second,
-        signins_per_minute=settings.signins_per_minute,
-        replication=replication,
-    )
-    app = create_app(store, Round.of(tasks, catalog, flags.images, seed), config)
+    app = _app(flags, load=True)  # every check, and the tasks loaded once, before any worker starts
     print(
-        f"serve: {tasks.num_rows} task rows ({added} new) × {_raters(replicas, replication)} in {redact(flags.db)}\n"
-        f"  rater page: http://{flags.host}:{flags.port}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})",
+        f"  rater page: {flags.url or f'http://{flags.host}:{flags.port}'}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})"
+        + (f"; {flags.workers} worker processes" if flags.workers > 1 else ""),
         flush=True,
     )
-    uvicorn.run(app, host=flags.host, port=flags.port, log_level="warning", server_header=False)
+    if flags.workers == 1:
+        uvicorn.run(app, host=flags.host, port=flags.port, log_level="warning", server_header=False)
+        return
+    os.environ[SERVE_ARGS] = json.dumps(argv)
+    uvicorn.run(
+        f"{__name__}:app_from_environment",
+        factory=True,
+        workers=flags.workers,
+        host=flags.host,
+        port=flags.port,
+        log_level="warning",
+        server_header=False,
+    )
 
 
 def add_rater(argv: list[str]) -> None:
@@ -136,9 +214,10 @@ def status(argv: list[str]) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="crisscross serve status", description="Progress of a round and of each rater.")
     _common(parser)
     flags = parser.parse_args(argv)
-    settings, replicas, _, replication = _settings(flags.params, flags.round, flags.plan)
+    settings = _settings(flags.params, flags.round, flags.plan)
+    replicas, replication = settings.replicas, settings.replication
     store = open_store(flags.db)
-    progress = store.progress(replicas, time.time(), settings.assignment_timeout)
+    progress = store.progress(replicas, time.time(), settings.serve.assignment_timeout)
     raters = rater_table(store.judgments(), store.gold())
     lines = [f"{redact(flags.db)}: {_raters(replicas, replication)} per batch"]
     for p in progress:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import pyarrow as pa
@@ -35,6 +35,11 @@ class Catalog:
             paths={r["image_id"]: r["path"] for r in image_rows if r["pixels"] == PIXELS_OK and r["path"]},
             pixels={r["image_id"]: r["pixels"] for r in image_rows},
         )
+
+    def rooted(self, root: str) -> Catalog:
+        """The catalog with its image paths made absolute against ``root``, the directory ingest ran
+        in (the items record paths relative to it); URIs as they are."""
+        return replace(self, paths={image: io.absolute(path, root) for image, path in self.paths.items()})
 
     def problem(self, value: str) -> tuple[str, str] | None:
         """(reason, detail) when ``value`` cannot be shown to raters, else None."""

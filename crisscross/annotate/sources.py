@@ -29,7 +29,7 @@ from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.core.registry import Registry
-from crisscross.formats.schema import SOURCE_PEOPLE
+from crisscross.formats.schema import DEFAULT_RULES, SOURCE_PEOPLE, JudgmentRules
 
 CXC_PREFIX = "cxc:"
 
@@ -52,6 +52,7 @@ class SourceSettings:
     replay_split: str = "test"
     simulate: Mapping[str, Any] = field(default_factory=lambda: {"encoder": "use-m3"})
     seed: int = 0
+    rules: JudgmentRules = DEFAULT_RULES  # what an imported judgment's values may be, as the rater app checks them
 
 
 Source = Callable[[pa.Table], Collected]
@@ -89,7 +90,7 @@ def import_files(settings: SourceSettings) -> Source:
             for path in files:
                 records += reader.read(str(path), path.read_bytes())
             facts = {"files": [str(f) for f in files]}
-        judgments, rejected = validate(records, tasks, SOURCE_PEOPLE)
+        judgments, rejected = validate(records, tasks, SOURCE_PEOPLE, settings.rules)
         frame = tasks.to_pandas()
         missing = frame[~frame["item_id"].isin(set(judgments.column("item_id").to_pylist()))]
         unjudged = unjudged_table(missing, NO_JUDGMENT, ["no valid judgment in the imported judgments"] * len(missing))

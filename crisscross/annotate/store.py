@@ -8,11 +8,16 @@ Rules the store keeps, whatever the web layer does:
 
 * a rater's token is kept only as its SHA-256 (tokens are 256 random bits, so no salt or stretch
   is needed) and compared in constant time;
+* signing in opens a *session*: a new random id, kept only as its SHA-256, apart from the sign-in
+  token, so it can be revoked (sign-out, a new token) and expires after an idle time and an
+  absolute lifetime (:class:`SessionPolicy`);
 * each batch goes to ``replicas`` distinct raters, a rater never gets the same batch twice (nor a
   batch holding an item they already judged), and holds one batch at a time;
 * an assignment not submitted within ``timeout`` seconds is released: its slot goes to the next
   rater who asks.  A late submit of a released assignment is still taken while the batch lacks
   ratings, and refused (:class:`Refused`) once ``replicas`` raters have submitted it;
+* a judgment's values obey :class:`~crisscross.formats.schema.JudgmentRules`, the rule set file
+  import checks too (score range, answers, the time per item);
 * one transaction per submitted batch; ``UNIQUE (rater, item_id)`` means a double submit cannot
   create a second judgment (the second submit is answered "already submitted");
 * under adaptive replication an item whose stop rule has decided it is *closed*, once, with its
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import re
 import secrets
 import sqlite3
@@ -43,18 +47,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from crisscross.core.errors import InputError, UserError
-from crisscross.formats.schema import (
-    ANSWER_RULES,
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    NOT_GOLD,
-    SCORE_MAX,
-    SCORE_MIN,
-    TASK_TYPES,
-    task_type,
-)
+from crisscross.formats.schema import DEFAULT_RULES, GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASK_TYPES, JudgmentRules
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+UPGRADES = {"1": "2"}  # schema 2 adds the sessions table, which init() creates
 RATER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -72,6 +68,9 @@ _TABLES = (
         rater TEXT NOT NULL, batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL,
         task_type TEXT NOT NULL, score DOUBLE PRECISION, answer TEXT, seconds DOUBLE PRECISION, time TEXT NOT NULL,
         UNIQUE (rater, item_id), UNIQUE (rater, batch_id, position))""",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        id_hash TEXT PRIMARY KEY, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS sessions_rater ON sessions (rater)",
     "CREATE TABLE IF NOT EXISTS closed_items (item_id TEXT PRIMARY KEY, reason TEXT NOT NULL, time TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS withheld (
         batch_id TEXT NOT NULL, rater TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (batch_id, rater, position))""",
@@ -168,6 +167,17 @@ def now_iso(moment: float) -> str:
 
 
 @dataclass(frozen=True)
+class SessionPolicy:
+    """When a signed-in session ends by itself: after ``idle`` seconds without a request, and
+    ``lifetime`` seconds after sign-in whatever happens (OWASP ASVS 3.3.2, level 2: 30 minutes
+    idle, 12 hours in all)."""
+
+    idle: float = 1800.0
+    lifetime: float = 43200.0
+    touch_every: float = 60.0  # the last-seen time is written at most this often, so reads stay reads
+
+
+@dataclass(frozen=True)
 class TaskRow:
     batch_id: str
     position: int
@@ -193,7 +203,7 @@ class Answer:
     position: int
     score: float | None
     answer: str | None
-    seconds: float
+    seconds: float | None  # None: the page did not measure it
 
 
 @dataclass(frozen=True)
@@ -263,6 +273,9 @@ class Store:
             for statement in _TABLES:
                 run(statement)
             found = run("SELECT value FROM meta WHERE key = 'schema'").fetchall()
+            if found and found[0][0] in UPGRADES:
+                run("UPDATE meta SET value = ? WHERE key = 'schema'", (UPGRADES[found[0][0]],))
+                found = [(UPGRADES[found[0][0]],)]
             if found and found[0][0] != SCHEMA_VERSION:
                 raise StoreError(f"database {redact(self.location)} has schema {found[0][0]}, this version reads {SCHEMA_VERSION}")
             if not found:
@@ -328,6 +341,7 @@ class Store:
                 raise StoreError(f"rater {name} exists; add --new-token to replace their token (the old link stops working)")
             if exists:
                 run("UPDATE raters SET token_hash = ? WHERE name = ?", (token_hash(token), name))
+                run("DELETE FROM sessions WHERE rater = ?", (name,))  # the old link's sessions end with it
             else:
                 run("INSERT INTO raters (name, token_hash, created) VALUES (?, ?, ?)", (name, token_hash(token), now_iso(created)))
         return token
@@ -338,6 +352,40 @@ class Store:
         with self._transaction(write=False) as run:
             rows = run("SELECT name, token_hash FROM raters WHERE token_hash = ?", (wanted,)).fetchall()
         return rows[0][0] if rows and hmac.compare_digest(rows[0][1], wanted) else None
+
+    # ------------------------------------------------------------------ sessions
+
+    def open_session(self, rater: str, now: float, policy: SessionPolicy) -> str:
+        """A new session id for ``rater`` (shown once, to the browser; only its hash is kept).
+        Sessions past their idle time or lifetime are deleted on the way."""
+        session = secrets.token_urlsafe(32)
+        with self._transaction() as run:
+            run("DELETE FROM sessions WHERE seen < ? OR started < ?", (now - policy.idle, now - policy.lifetime))
+            run("INSERT INTO sessions (id_hash, rater, started, seen) VALUES (?, ?, ?, ?)", (token_hash(session), rater, now, now))
+        return session
+
+    def session_rater(self, session: str, now: float, policy: SessionPolicy) -> str | None:
+        """The rater a live session belongs to, its last-seen time moved to ``now``; None for an
+        unknown, revoked or expired session (an expired one is deleted)."""
+        key = token_hash(session)
+        with self._transaction(write=False) as run:
+            rows = run("SELECT id_hash, rater, started, seen FROM sessions WHERE id_hash = ?", (key,)).fetchall()
+        if not rows or not hmac.compare_digest(rows[0][0], key):
+            return None
+        _, rater, started, seen = rows[0]
+        expired = now - seen > policy.idle or now - started > policy.lifetime
+        if expired or now - seen >= policy.touch_every:
+            with self._transaction() as run:
+                if expired:
+                    run("DELETE FROM sessions WHERE id_hash = ?", (key,))
+                else:
+                    run("UPDATE sessions SET seen = ? WHERE id_hash = ? AND seen < ?", (now, key, now))
+        return None if expired else rater
+
+    def end_session(self, session: str) -> None:
+        """Revoke a session (sign-out): its id signs nobody in any more."""
+        with self._transaction() as run:
+            run("DELETE FROM sessions WHERE id_hash = ?", (token_hash(session),))
 
     # ------------------------------------------------------------------ assignment
 
@@ -415,9 +463,11 @@ class Store:
                     (item, reason, moment, item, NOT_GOLD),
                 )
 
-    def submit(self, rater: str, batch_id: str, answers: Sequence[Answer], now: float, replicas: int) -> bool:
+    def submit(
+        self, rater: str, batch_id: str, answers: Sequence[Answer], now: float, replicas: int, rules: JudgmentRules = DEFAULT_RULES
+    ) -> bool:
         """Store a whole batch in one transaction; False when it was already stored (a double
-        submit), :class:`Refused` when it cannot be taken."""
+        submit), :class:`Refused` when it cannot be taken (a value against ``rules`` among them)."""
         with self._transaction(lock=True) as run:
             rows = run("SELECT submitted, released FROM assignments WHERE batch_id = ? AND rater = ?", (batch_id, rater)).fetchall()
             if not rows:
@@ -429,7 +479,7 @@ class Store:
                 done = run("SELECT COUNT(*) FROM assignments WHERE batch_id = ? AND submitted IS NOT NULL", (batch_id,)).fetchone()[0]
                 if done >= replicas:
                     raise Refused(409, f"batch {batch_id} was released after the time limit and has since been rated by {done} others")
-            checked = check_answers(self._shown(run, batch_id, rater), answers)
+            checked = check_answers(self._shown(run, batch_id, rater), answers, rules)
             claimed = run(
                 "UPDATE assignments SET submitted = ?, released = 0 WHERE batch_id = ? AND rater = ? AND submitted IS NULL",
                 (now, batch_id, rater),
@@ -527,9 +577,11 @@ class Store:
         return out
 
 
-def check_answers(items: Sequence[TaskRow], answers: Sequence[Answer]) -> list[tuple[TaskRow, Answer]]:
+def check_answers(
+    items: Sequence[TaskRow], answers: Sequence[Answer], rules: JudgmentRules = DEFAULT_RULES
+) -> list[tuple[TaskRow, Answer]]:
     """Each item of the batch paired with its answer; :class:`Refused` (422) naming the first
-    problem when an item is unanswered, answered twice, or answered with the wrong kind of value."""
+    problem when an item is unanswered, answered twice, or its value or time breaks ``rules``."""
     by_position: dict[int, Answer] = {}
     for answer in answers:
         if answer.position in by_position:
@@ -542,16 +594,10 @@ def check_answers(items: Sequence[TaskRow], answers: Sequence[Answer]) -> list[t
     for item in items:
         answer = by_position.get(item.position)
         if answer is None:
-            raise Refused(422, f"item {item.position} has no {'score' if task_type(item.task_type).rated else 'answer'}: rate every item")
-        if task_type(item.task_type).rated:
-            if answer.score is None or not math.isfinite(answer.score) or not SCORE_MIN <= answer.score <= SCORE_MAX:
-                raise Refused(422, f"item {item.position} needs a score from {SCORE_MIN:g} to {SCORE_MAX:g}: move the slider")
-            if answer.answer is not None:
-                raise Refused(422, f"item {item.position} takes a score, not an answer")
-        elif answer.score is not None or not ANSWER_RULES[task_type(item.task_type).name].fits(answer.answer):
-            raise Refused(422, f"item {item.position} needs {ANSWER_RULES[task_type(item.task_type).name].wanted}")
-        if not math.isfinite(answer.seconds) or answer.seconds < 0:
-            raise Refused(422, f"item {item.position}: seconds must be a finite number >= 0")
+            raise Refused(422, f"item {item.position} has no answer: rate every item")
+        problem = rules.value_problem(item.task_type, answer.score, answer.answer) or rules.seconds_problem(answer.seconds)
+        if problem is not None:
+            raise Refused(422, f"item {item.position}: {problem[1]}")
         out.append((item, answer))
     return out
 

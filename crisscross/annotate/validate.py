@@ -17,7 +17,8 @@ one of these stable reasons:
   ECCV Caption's HIT wording "Partially YES, but" / "Mostly NO, because" is accepted; caption
   ids are kept as written);
 * ``wrong-value-kind``: a score for VERIFY, or an answer for a rating;
-* ``bad-seconds`` (not a finite number >= 0) and ``bad-time`` (not ISO-8601 nor the MTurk form
+* ``bad-seconds`` (not a finite number >= 0), ``seconds-over-limit`` (more than
+  ``annotate.max_seconds_per_item`` on one item: the rule the rater app refuses by) and ``bad-time`` (not ISO-8601 nor the MTurk form
   ``Wed Nov 20 10:11:12 PST 2024``);
 * ``duplicate-judgment``: the same worker judged the same item more than once.  The earliest
   judgment is kept (by time; judgments without a time come after timed ones; ties and untimed
@@ -44,14 +45,13 @@ import pyarrow as pa
 from crisscross.annotate.formats import RawJudgment
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.formats.schema import (
-    ANSWER_RULES,
+    DEFAULT_RULES,
     JUDGMENTS_SCHEMA,
-    SCORE_MAX,
-    SCORE_MIN,
     SOURCE_PEOPLE,
     SOURCE_REPLAY,
     SOURCE_SIMULATED,
     TASK_TYPES,
+    JudgmentRules,
     item_id,
     task_type,
 )
@@ -65,6 +65,7 @@ REASONS = (
     "bad-answer",
     "wrong-value-kind",
     "bad-seconds",
+    "seconds-over-limit",
     "bad-time",
     "duplicate-judgment",
 )
@@ -198,7 +199,7 @@ def _number(value: object, reason: str, what: str) -> float:
     return number
 
 
-def _value(values: Mapping[str, Any], kind: str) -> tuple[float | None, str | None]:
+def _value(values: Mapping[str, Any], kind: str, rules: JudgmentRules) -> tuple[float | None, str | None]:
     """(score, answer) of a record for its task type."""
     rated = task_type(kind).rated
     wrong, right = ("answer", "score") if rated else ("score", "answer")
@@ -208,33 +209,39 @@ def _value(values: Mapping[str, Any], kind: str) -> tuple[float | None, str | No
         raise _Refused("missing-field", f"no {right}")
     if rated:
         score = _number(values["score"], "bad-score", "score")
-        if not SCORE_MIN <= score <= SCORE_MAX:
-            raise _Refused("score-out-of-range", f"score {score:g} is outside {SCORE_MIN:g}–{SCORE_MAX:g}")
+        _obey(rules.value_problem(kind, score, None))
         return score, None
     given = values["answer"]
-    rule = ANSWER_RULES[task_type(kind).name]
     exact = given.strip() if isinstance(given, str) else given  # caption ids are case-sensitive: tried as written first
     text = exact.casefold() if isinstance(exact, str) else None
     for answer in (exact, ANSWER_ALIASES.get(text, text)):
-        if rule.fits(answer):
+        if rules.value_problem(kind, None, answer) is None:
             return None, answer
-    raise _Refused("bad-answer", f"answer {given!r} is not {rule.wanted}")
+    raise _Refused(*rules.value_problem(kind, None, given))  # refused: ``given`` fits only when its stripped form does
 
 
-def _seconds(values: Mapping[str, Any], batch_items: int) -> float | None:
+def _obey(problem: tuple[str, str] | None) -> None:
+    if problem is not None:
+        raise _Refused(*problem)
+
+
+def _seconds(values: Mapping[str, Any], batch_items: int, rules: JudgmentRules) -> float | None:
     if "seconds" in values:
         total, share = values["seconds"], 1
     elif "batch_seconds" in values:
-        total, share = values["batch_seconds"], int(values.get("batch_items") or batch_items)
+        total, share = values["batch_seconds"], _number(values.get("batch_items") or batch_items, "bad-seconds", "batch_items")
+        if share < 1 or not share.is_integer():
+            raise _Refused("bad-seconds", f"batch_items {values['batch_items']!r} is not a count of items")
     else:
         return None
     seconds = _number(total, "bad-seconds", "seconds")
     if seconds < 0:
         raise _Refused("bad-seconds", f"seconds {total!r} is negative")
+    _obey(rules.seconds_problem(seconds / share))
     return seconds / share
 
 
-def _check(raw: RawJudgment, tasks: _Tasks, provenance: str) -> tuple[dict[str, Any], datetime | None]:
+def _check(raw: RawJudgment, tasks: _Tasks, provenance: str, rules: JudgmentRules) -> tuple[dict[str, Any], datetime | None]:
     """The judgments row of a record and its parsed time; ``_Refused`` when it fails a check."""
     values = raw.values
     worker = str(values.get("worker", "")).strip()
@@ -242,8 +249,8 @@ def _check(raw: RawJudgment, tasks: _Tasks, provenance: str) -> tuple[dict[str, 
         raise _Refused("missing-field", "no worker")
     row = tasks.find(values)
     try:
-        score, answer = _value(values, row["task_type"])
-        seconds = _seconds(values, tasks.batch_size[row["batch_id"]])
+        score, answer = _value(values, row["task_type"], rules)
+        seconds = _seconds(values, tasks.batch_size[row["batch_id"]], rules)
         moment = None
         if "time" in values:
             try:
@@ -271,10 +278,11 @@ def _check(raw: RawJudgment, tasks: _Tasks, provenance: str) -> tuple[dict[str, 
 
 
 def validate(
-    records: Iterable[RawJudgment | Rejected], tasks: pa.Table, provenance: str = SOURCE_PEOPLE
+    records: Iterable[RawJudgment | Rejected], tasks: pa.Table, provenance: str = SOURCE_PEOPLE, rules: JudgmentRules = DEFAULT_RULES
 ) -> tuple[pa.Table, list[Rejected]]:
     """The judgments table (:data:`JUDGMENTS_SCHEMA`, sorted by item, then worker) and a sorted
-    ``Rejected`` for every record not in it (readers' rejects pass through)."""
+    ``Rejected`` for every record not in it (readers' rejects pass through); values are checked
+    by ``rules``, as the rater app checks them."""
     if provenance not in (SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED):
         raise ValueError(f"provenance must be {SOURCE_PEOPLE}, {SOURCE_REPLAY} or {SOURCE_SIMULATED}, got {provenance!r}")
     index = _Tasks(tasks)
@@ -285,7 +293,7 @@ def validate(
             rejected.append(raw)
             continue
         try:
-            judgment, moment = _check(raw, index, provenance)
+            judgment, moment = _check(raw, index, provenance, rules)
         except _Refused as refused:
             key = refused.item or str(raw.values.get("item_id", ""))
             rejected.append(reject("judgment", key, refused.reason, refused.detail, raw.source, raw.record))

@@ -23,6 +23,7 @@ pandas, Arrow and Beam alike.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -107,6 +108,53 @@ ANSWER_RULES: dict[str, AnswerRule] = {
     CHOOSE: AnswerRule(_is_choice, f"a caption id of the target or {CHOOSE_NONE!r}"),
     VERIFY_TRIPLE: AnswerRule(TRIPLE_ANSWERS.__contains__, ", ".join(TRIPLE_ANSWERS[:-1]) + f" or {TRIPLE_ANSWERS[-1]}"),
 }
+
+
+# The default bound on the time one judgment took: over an hour on one item, a clock or a tool was left running.
+MAX_SECONDS_PER_ITEM = 3600.0
+Problem = tuple[str, str]  # (reason code, what is wrong): the reason is the quarantine's, the detail a person reads
+
+
+@dataclass(frozen=True)
+class JudgmentRules:
+    """The values a stored judgment may hold, one rule set for the rater app, its store and file
+    import alike: each check returns a :data:`Problem`, or None when the value may be stored."""
+
+    max_seconds: float = MAX_SECONDS_PER_ITEM
+
+    def value_problem(self, kind: str, score: float | None, answer: object) -> Problem | None:
+        """Whether ``score`` / ``answer`` is the kind of value ``kind`` stores, in its range or among its answers."""
+        info = task_type(kind)
+        if info.rated:
+            if answer is not None:
+                return "wrong-value-kind", f"{info.name} takes a score, not an answer"
+            if score is None:
+                return "missing-field", f"no score: {info.name} needs a score from {SCORE_MIN:g} to {SCORE_MAX:g}"
+            if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+                return "bad-score", f"score {score!r} is not a finite number"
+            if not SCORE_MIN <= score <= SCORE_MAX:
+                return "score-out-of-range", f"score {score:g} is outside {SCORE_MIN:g}–{SCORE_MAX:g}"
+            return None
+        rule = ANSWER_RULES[info.name]
+        if score is not None:
+            return "wrong-value-kind", f"{info.name} takes an answer, not a score"
+        return None if answer is not None and rule.fits(answer) else ("bad-answer", f"answer {answer!r} is not {rule.wanted}")
+
+    def seconds_problem(self, seconds: float | None) -> Problem | None:
+        """Whether the time a judgment took (None: not known) is a finite number of seconds within the bound."""
+        if seconds is None:
+            return None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+            return "bad-seconds", f"seconds {seconds!r} is not a finite number >= 0"
+        if seconds > self.max_seconds:
+            return (
+                "seconds-over-limit",
+                f"{seconds:g} seconds on one item is over the limit of {self.max_seconds:g} (annotate.max_seconds_per_item)",
+            )
+        return None
+
+
+DEFAULT_RULES = JudgmentRules()
 
 
 def task_type(name: str) -> TaskType:

@@ -1,11 +1,16 @@
 """The ASGI app raters use: sign in with a token, rate one batch at a time, submit it whole.
 
 Routes: ``/signin`` (a page whose script posts the link's ``#token=…`` fragment, so the token
-never appears in a URL the server or a proxy logs), ``/`` (the rater page), ``/api/batch`` (the
+never appears in a URL the server or a proxy logs; a good token opens a server-side session whose
+random id is the cookie), ``/signout`` (ends the session), ``/`` (the rater page), ``/api/batch`` (the
 rater's batch as JSON: texts, image URLs, instructions, scale, examples, BISON's options by number;
 no item ids, caption ids, gold flags or sampling methods), ``/api/submit`` (a whole batch, with the CSRF header), ``/api/image`` and
 ``/api/example`` (image bytes of the items the rater was shown or of the examples, confined to the
 image folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
+
+Bodies, paths and queries are parsed strictly (no coercion, every number bounded, unknown keys
+refused) and every refusal is ``{"detail": "<one line>"}``; a POST must come from the app's own
+origin; every response carries the security headers.
 
 Under adaptive replication (``AppConfig.replication``, a rule other than ``fixed``) each stored
 submit closes the batch's items whose stop rule has decided them, so the store hands out only the
@@ -21,34 +26,44 @@ from urllib.parse import quote
 
 import pandas as pd
 import pyarrow as pa
-from fastapi import Depends, FastAPI, Form, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Form, Header, HTTPException, Query, Request
+from fastapi import Path as InPath
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
-from pydantic import BaseModel, Field
+from fastapi.security import APIKeyCookie
+from pydantic import BaseModel, ConfigDict, Field
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
 from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
-from crisscross.annotate.store import Answer, Assignment, Refused, Store, TaskRow, token_hash
+from crisscross.annotate.store import Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
+from crisscross.core.io import is_uri
 from crisscross.formats.schema import (
     CHOOSE,
     CHOOSE_NONE,
+    DEFAULT_RULES,
     SCORE_MAX,
     SCORE_MIN,
     SITS,
     VERIFY_ANSWERS,
     VERIFY_TRIPLE,
+    JudgmentRules,
     task_type,
 )
 from crisscross.serve import assets
 from crisscross.serve.examples import SCALE_LABELS, SIDE_LABELS, Example, ExampleSide, worked_examples
-from crisscross.serve.security import BodyLimit, RateLimiter, confined, csrf_ok, csrf_token, image_root
+from crisscross.serve.security import BodyLimit, RateLimiter, SecurityHeaders, confined, csrf_ok, csrf_token, image_root, same_origin
 
 SESSION_COOKIE = "crisscross_session"
+# Behind TLS the cookie takes the __Host- prefix: browsers then keep it only if it is Secure, for this host, on path /.
+SECURE_SESSION_COOKIE = "__Host-crisscross_session"
 CSRF_HEADER = "X-CSRF-Token"
 MAX_ANSWERS = 1000
+MAX_TEXT = 256  # characters of a batch id, an answer or a token: longer is none of them
+POSITION_MAX = 2**31 - 1  # positions are int32 in the tasks table and INTEGER in the store: a larger number is no position
 # CxC appendix: "since the SITS instructions are longer, they are shown when the annotator hovers
 # over the corresponding score".
 HOVER_DESCRIPTIONS = frozenset({SITS})
@@ -58,9 +73,13 @@ _HEADERS = {
         "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer browsers send "Origin: null" with the page's own
+    # POSTs, and sign-in checks Origin; the page loads nothing from elsewhere, so nothing leaves.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
 }
+HSTS = ("Strict-Transport-Security", "max-age=31536000")  # only when raters reach the app over https
 
 
 @dataclass(frozen=True)
@@ -73,19 +92,72 @@ class AppConfig:
     ip_rate_per_second: float = 200.0  # per client address, whatever its cookies
     signins_per_minute: float = 20.0  # per client address, checked before the token is
     replication: ReplicationSettings = field(default_factory=ReplicationSettings)  # when an item has judgments enough
+    rules: JudgmentRules = DEFAULT_RULES  # what a judgment may hold, as import checks it
+    sessions: SessionPolicy = field(default_factory=SessionPolicy)
+    public_url: str | None = None  # the address raters reach (serve --url): its origin is the one POSTs must come from
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
+    @property
+    def secure(self) -> bool:
+        """Whether raters reach the app over TLS (a proxy in front of it): then the cookie is Secure."""
+        return (self.public_url or "").lower().startswith("https://")
 
-class AnswerIn(BaseModel):
-    position: int
+    @property
+    def session_cookie(self) -> str:
+        return SECURE_SESSION_COOKIE if self.secure else SESSION_COOKIE
+
+
+class _Strict(BaseModel):
+    """A body as the page sends it, nothing coerced: a boolean is no number, a string no score,
+    an unknown key an error."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class AnswerIn(_Strict):
+    position: int = Field(ge=0, le=POSITION_MAX)
     score: float | None = None
-    answer: str | None = Field(default=None, max_length=64)
-    seconds: float = 0.0
+    answer: str | None = Field(default=None, max_length=MAX_TEXT)
+    seconds: float | None = None  # the time the item was on screen; None when the page did not measure it
 
 
-class SubmitIn(BaseModel):
-    batch_id: str = Field(max_length=256)
+class SubmitIn(_Strict):
+    batch_id: str = Field(max_length=MAX_TEXT)
     answers: list[AnswerIn] = Field(max_length=MAX_ANSWERS)
+
+
+class Detail(BaseModel):
+    """Every refusal's body: one line saying what to do."""
+
+    detail: str
+
+
+class Submitted(BaseModel):
+    stored: bool  # False: this batch was already stored (a double submit)
+    batch_id: str
+
+
+_MEANINGS = {
+    400: "the body cannot be parsed as the route's media type",
+    401: "not signed in: open your sign-in link",
+    403: "not yours, not from this site's pages, or without the page's CSRF token",
+    404: "no such file, image or example",
+    409: "the batch cannot be taken any more",
+    413: "request body too large",
+    422: "the request is malformed or a value breaks the judgment rules",
+    429: "too many requests",
+}
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The refusals a route documents (every route can be rate limited): JSON whatever the route's
+    own media type, as :class:`Detail` says."""
+    body = {"application/json": {"schema": Detail.model_json_schema()}}
+    return {code: {"description": _MEANINGS[code], "content": body} for code in sorted({*codes, 429})}
+
+
+_HTML = {"content": {"text/html": {}}, "description": "an HTML page"}
+_IMAGE = {"content": {"image/*": {}}, "description": "the image file"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +182,13 @@ class Round:
         examples = worked_examples(catalog, {r.item_id for r in rows}, {i for r in rows for i in (r.id_a, r.id_b)})
         root = images if images is not None else image_root(list(catalog.paths.values()))
         return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows}, seed)
+
+    def absent_images(self) -> list[str]:
+        """The local image files the round would serve (its items' and examples') that are not there."""
+        shown = {i for r in self.tasks.values() for i in (r.id_a, r.id_b)}
+        shown |= {side.value for pair in self.examples.values() for e in pair for side in (e.a, e.b) if side.kind == "image"}
+        paths = (self.catalog.paths[i] for i in shown if i in self.catalog.paths)
+        return sorted(p for p in paths if not is_uri(p) and not os.path.isfile(p))
 
     def options(self, row: TaskRow) -> tuple[Option, ...]:
         """The item's options in the order shown, as the exports number them (its type's presentation)."""
@@ -153,9 +232,10 @@ def _item_view(item: TaskRow, batch: str, round_: Round) -> dict[str, Any]:
     return view
 
 
-def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
+def batch_view(assignment: Assignment, round_: Round, rules: JudgmentRules = DEFAULT_RULES) -> dict[str, Any]:
     """The batch as the rater page needs it.  Built field by field from what raters may see:
-    nothing of the task rows is passed through whole."""
+    nothing of the task rows is passed through whole.  ``max_seconds``: over it the page sends no
+    time for an item (it was left open), since the store refuses such a time."""
     kind = assignment.task_type
     batch = quote(assignment.batch_id, safe="")
     summary, _, details = INSTRUCTIONS[kind].partition("\n\n")
@@ -175,6 +255,7 @@ def batch_view(assignment: Assignment, round_: Round) -> dict[str, Any]:
             for n, e in enumerate(round_.examples.get(kind, ()))
         ],
         "items": [_item_view(item, batch, round_) for item in assignment.items],
+        "max_seconds": rules.max_seconds,
     }
     if task_type(kind).rated:
         view["scale"] = {
@@ -200,108 +281,158 @@ def close_decided(store: Store, batch_id: str, replicas: int, settings: Replicat
     store.close_items({item: reason for item, stopped, reason in decided if stopped}, now)
 
 
-def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
-    """The app over one store and round; ``store.init()`` and ``load_tasks`` have run."""
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+def create_app(store: Store, round_: Round, config: AppConfig) -> SecurityHeaders:
+    """The app over one store and round (``store.init()`` and ``load_tasks`` have run), guarded."""
+    return guarded(create_api(store, round_, config), config)
+
+
+def guarded(api: FastAPI, config: AppConfig) -> SecurityHeaders:
+    """``api`` behind the body limit, with the security headers on every response: the limit's
+    413, the rate limit's 429 and a server error's 500 included."""
+    headers = {**_HEADERS, **dict([HSTS] if config.secure else [])}
+    return SecurityHeaders(BodyLimit(api, config.max_request_bytes), headers)
+
+
+def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
+    """The routes.  The OpenAPI schema is not served (``api.openapi()`` builds it, for the tests)."""
+    api = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, title="crisscross rater app")
     secret = store.secret()
+    cookie = config.session_cookie
     per_session = RateLimiter(config.rate_per_second, config.burst)
     per_address = RateLimiter(config.ip_rate_per_second, config.ip_rate_per_second * 2)
     signins = RateLimiter(config.signins_per_minute / 60.0, config.signins_per_minute)
+    session_cookie = APIKeyCookie(name=cookie, auto_error=False, description="the session id sign-in sets (HttpOnly, SameSite=Strict)")
 
-    @app.middleware("http")
+    @api.exception_handler(RequestValidationError)
+    async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _first_problem(error)}, status_code=422)
+
+    @api.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Any]) -> Response:
         now = config.clock()
         address = request.client.host if request.client else "unknown"
-        session = request.cookies.get(SESSION_COOKIE)
-        limited = not per_address.allow(address, now) or (session is not None and not per_session.allow(token_hash(session), now))
-        response: Response = (
-            JSONResponse({"detail": "too many requests: slow down"}, status_code=429, headers={"Retry-After": "1"})
-            if limited
-            else await call_next(request)
-        )
-        for name, value in _HEADERS.items():
-            response.headers.setdefault(name, value)
-        response.headers.setdefault("Cache-Control", "no-store")
+        session = request.cookies.get(cookie)
+        if not per_address.allow(address, now) or (session is not None and not per_session.allow(token_hash(session), now)):
+            return JSONResponse({"detail": "too many requests: slow down"}, status_code=429, headers={"Retry-After": "1"})
+        wanted = config.public_url or f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if request.method not in ("GET", "HEAD") and not same_origin(request.headers.get("origin"), request.headers.get("referer"), wanted):
+            return JSONResponse(
+                {"detail": "this request did not come from the app's own pages: open the app and try again"}, status_code=403
+            )
+        response: Response = await call_next(request)
         return response
 
-    def rater(request: Request) -> tuple[str, str]:
+    def live(session: str | None) -> tuple[str, str] | None:
+        """(rater name, session key) of a live session, else None."""
+        name = store.session_rater(session, config.clock(), config.sessions) if session else None
+        return (name, token_hash(session)) if name is not None and session else None
+
+    def rater(session: Annotated[str | None, Depends(session_cookie)]) -> tuple[str, str]:
         """(rater name, session key) of the signed-in rater; 401 otherwise."""
-        token = request.cookies.get(SESSION_COOKIE)
-        name = store.rater_of(token) if token else None
-        if name is None:
+        who = live(session)
+        if who is None:
             raise HTTPException(401, "sign in with the link you were given")
-        return name, token_hash(token)
+        return who
 
     Rater = Annotated[tuple[str, str], Depends(rater)]
 
-    @app.get("/signin", response_class=HTMLResponse)
+    @api.get("/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
     def signin_page() -> HTMLResponse:
         return HTMLResponse(assets.SIGNIN_HTML)
 
-    @app.post("/signin")
-    def signin(request: Request, token: Annotated[str, Form(max_length=256)]) -> Response:
+    @api.post(
+        "/signin",
+        response_class=RedirectResponse,
+        status_code=303,
+        responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
+    )
+    def signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
+        """A new session for the token's rater; the token itself is never the cookie, so a session
+        can end (sign-out, a new token, expiry) while the link stays the rater's."""
+        now = config.clock()
         address = request.client.host if request.client else "unknown"
-        if not signins.allow(address, config.clock()):
+        if not signins.allow(address, now):
             return JSONResponse(
                 {"detail": "too many sign-ins from your address: wait a minute"}, status_code=429, headers={"Retry-After": "60"}
             )
-        if store.rater_of(token) is None:
+        name = store.rater_of(token)
+        if name is None:
             return HTMLResponse(assets.SIGNIN_FAILED_HTML, status_code=401)
+        earlier = request.cookies.get(cookie)
+        if earlier:
+            store.end_session(earlier)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict", path="/", max_age=30 * 24 * 3600)
+        response.set_cookie(
+            cookie,
+            store.open_session(name, now, config.sessions),
+            httponly=True,
+            samesite="strict",
+            secure=config.secure,
+            path="/",
+            max_age=int(config.sessions.lifetime),
+        )
         return response
 
-    @app.post("/signout")
-    def signout() -> Response:
+    @api.post(
+        "/signout", response_class=RedirectResponse, status_code=303, responses={303: {"description": "signed out"}, **_errors(403, 413)}
+    )
+    def signout(request: Request) -> Response:
+        session = request.cookies.get(cookie)
+        if session:
+            store.end_session(session)
         response = RedirectResponse("/signin", status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(cookie, path="/", secure=config.secure, httponly=True, samesite="strict")
         return response
 
-    @app.get("/", response_class=HTMLResponse)
+    @api.get("/", response_class=HTMLResponse, responses={200: _HTML, 303: {"description": "not signed in: to /signin"}, **_errors()})
     def page(request: Request) -> Response:
-        token = request.cookies.get(SESSION_COOKIE)
-        if not token or store.rater_of(token) is None:
+        if live(request.cookies.get(cookie)) is None:
             return RedirectResponse("/signin", status_code=303)
         return HTMLResponse(assets.RATER_HTML)
 
-    @app.get("/static/{name}")
-    def static(name: str) -> Response:
+    @api.get("/static/{name}", responses={200: {"content": {"text/css": {}, "text/javascript": {}}}, **_errors(404, 422)})
+    def static(name: Annotated[str, InPath(max_length=64)]) -> Response:
         if name not in assets.STATIC:
             raise HTTPException(404, "no such file")
         body, media = assets.STATIC[name]
         return Response(body, media_type=media, headers={"Cache-Control": "no-cache"})
 
-    @app.get("/api/batch")
+    @api.get("/api/batch", responses=_errors(401))
     def batch(who: Rater) -> dict[str, Any]:
         name, session = who
         assignment = store.assignment(name, config.clock(), config.replicas, config.timeout)
         return {
             "rater": name,
             "csrf": csrf_token(secret, session),
-            "batch": batch_view(assignment, round_) if assignment else None,
+            "batch": batch_view(assignment, round_, config.rules) if assignment else None,
         }
 
     def _answer(batch: str, given: AnswerIn) -> str | None:
         row = round_.tasks.get((batch, given.position))
         return round_.canonical_answer(row, given.answer) if row is not None else given.answer
 
-    @app.post("/api/submit")
-    def submit(body: SubmitIn, who: Rater, csrf: Annotated[str | None, Header(alias=CSRF_HEADER)] = None) -> dict[str, Any]:
+    @api.post("/api/submit", responses=_errors(400, 401, 403, 409, 413, 422))
+    def submit(body: SubmitIn, who: Rater, csrf: Annotated[str | None, Header(alias=CSRF_HEADER, max_length=MAX_TEXT)] = None) -> Submitted:
         name, session = who
         if not csrf_ok(secret, session, csrf):
             raise HTTPException(403, "the page's CSRF token is missing or wrong: reload the page")
         now = config.clock()
         try:
             answers = [Answer(a.position, a.score, _answer(body.batch_id, a), a.seconds) for a in body.answers]
-            stored = store.submit(name, body.batch_id, answers, now, config.replicas)
+            stored = store.submit(name, body.batch_id, answers, now, config.replicas, config.rules)
         except Refused as refused:
             raise HTTPException(refused.status, str(refused)) from None
         if stored and config.replication.rule != FIXED:  # a fixed design never stops early
             close_decided(store, body.batch_id, config.replicas, config.replication, now)
-        return {"stored": stored, "batch_id": body.batch_id}
+        return Submitted(stored=stored, batch_id=body.batch_id)
 
-    @app.get("/api/image/{position}/{side}")
-    def image(position: int, side: str, batch: str, who: Rater) -> Response:
+    @api.get("/api/image/{position}/{side}", response_class=Response, responses={200: _IMAGE, **_errors(401, 404, 422)})
+    def image(
+        position: Annotated[int, InPath(ge=0, le=POSITION_MAX)],
+        side: Annotated[str, InPath(max_length=8)],
+        batch: Annotated[str, Query(max_length=MAX_TEXT)],
+        who: Rater,
+    ) -> Response:
         name, _ = who
         row = round_.tasks.get((batch, position)) if store.shows(name, batch, position, config.clock(), config.timeout) else None
         sides = {"1": 0, "2": 1} if row is not None and row.task_type == VERIFY_TRIPLE else {"a": 0, "b": 1}
@@ -311,8 +442,13 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
             return _image_file(round_.options(row)[sides[side]].shows, round_, "private, max-age=3600")
         return _image_file(row.id_a if side == "a" else row.id_b, round_, "private, max-age=3600")
 
-    @app.get("/api/example/{kind}/{number}/{side}")
-    def example_image(kind: str, number: int, side: str, who: Rater) -> Response:
+    @api.get("/api/example/{kind}/{number}/{side}", response_class=Response, responses={200: _IMAGE, **_errors(401, 404, 422)})
+    def example_image(
+        kind: Annotated[str, InPath(max_length=32)],
+        number: Annotated[int, InPath(ge=0, le=POSITION_MAX)],
+        side: Annotated[str, InPath(max_length=8)],
+        who: Rater,
+    ) -> Response:
         examples = round_.examples.get(kind, ())
         if not 0 <= number < len(examples) or side not in ("a", "b"):
             raise HTTPException(404, "no such example")
@@ -321,7 +457,14 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> BodyLimit:
             raise HTTPException(404, "no such example image")
         return _image_file(chosen.value, round_, "private, max-age=86400")
 
-    return BodyLimit(app, config.max_request_bytes)
+    return api
+
+
+def _first_problem(error: RequestValidationError) -> str:
+    """A malformed request's first problem as one line: where (``body.answers.0.score``) and what."""
+    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "malformed request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "malformed request"))
 
 
 def _image_file(image_id: str, round_: Round, cache: str) -> Response:

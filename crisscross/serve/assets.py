@@ -315,7 +315,9 @@ RATER_JS = """"use strict";
     if (gap >= 0) { showError("Item " + (gap + 1) + " has no answer yet: go back to it."); return; }
     leaveItem();
     const batch = view.batch;
-    const answers = batch.items.map((item, i) => Object.assign({position: item.position, seconds: state.seconds[i]}, state.answers[i]));
+    // a time over the limit means the item was left open, not looked at: the page sends no time for it
+    const timed = (i) => (state.seconds[i] <= batch.max_seconds ? state.seconds[i] : null);
+    const answers = batch.items.map((item, i) => Object.assign({position: item.position, seconds: timed(i)}, state.answers[i]));
     const button = document.getElementById("submit");
     button.disabled = true;
     const response = await fetch("/api/submit", {

@@ -1,5 +1,6 @@
-"""The app's guards, each a small pure piece the app wires in: CSRF tokens, a per-client rate
-limit, a request size limit, and image paths confined to the image folder."""
+"""The app's guards, each a small pure piece the app wires in: CSRF tokens, the same-origin check,
+a per-client rate limit, a request size limit, security headers on every response, and image
+paths confined to the image folder."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import hmac
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -27,6 +29,26 @@ def csrf_token(secret: bytes, session: str) -> str:
 
 def csrf_ok(secret: bytes, session: str, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(csrf_token(secret, session), given)
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of an absolute http(s) URL, lower-cased as browsers send Origin; None otherwise."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme.lower()}://{parts.netloc.lower().rpartition('@')[2]}"
+
+
+def same_origin(origin: str | None, referer: str | None, wanted: str) -> bool:
+    """Whether a state-changing request comes from the app's own pages (OWASP's CSRF "verifying
+    origin with standard headers"): its Origin, or without one its Referer's origin, is ``wanted``'s.
+    A request that shows neither is refused: browsers send Origin with every POST."""
+    given = origin if origin not in (None, "") else referer
+    expected = origin_of(wanted)
+    return given is not None and expected is not None and origin_of(given) == expected
 
 
 class RateLimiter:
@@ -89,6 +111,29 @@ class BodyLimit:
         except Exception:
             if not refused:  # after a refusal the app's complaint about the cut body is moot
                 raise
+
+
+class SecurityHeaders:
+    """ASGI middleware giving every response ``headers`` (those it does not set itself), whatever
+    produced it: a route, a refusal of the body limit, or the server error handler's 500."""
+
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str]) -> None:
+        self.app = app
+        self.headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                given = list(message.get("headers") or [])
+                present = {name.lower() for name, _ in given}
+                message["headers"] = given + [(name, value) for name, value in self.headers if name not in present]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 async def _too_large(send: Send, max_bytes: int) -> None:

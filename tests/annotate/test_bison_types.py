@@ -30,6 +30,7 @@ from crisscross.formats.schema import (
     ANSWER_RULES,
     CHOOSE,
     CHOOSE_NONE,
+    DEFAULT_RULES,
     TASK_TYPES,
     TRIPLE_ANSWERS,
     TRIPLE_TARGET,
@@ -214,14 +215,15 @@ def test_a_named_panel_is_other_people_and_the_default_panel_keeps_its_draw() ->
 
 
 def test_one_answer_rule_serves_import_and_the_rater_store() -> None:
-    """``ANSWER_RULES`` is the one home of what a categorical answer may be: a CHOOSE caption id is
-    kept as written (ids are case-sensitive), ``NONE`` is ``none``; the store refuses the same values."""
-    assert _value({"answer": " x:cap:Ab "}, CHOOSE) == (None, "x:cap:Ab")
-    assert _value({"answer": "NONE"}, CHOOSE) == (None, CHOOSE_NONE)
-    assert _value({"answer": "Target"}, VERIFY_TRIPLE) == (None, TRIPLE_TARGET)
+    """``JudgmentRules`` (over ``ANSWER_RULES``) is the one home of what a categorical answer may be: a
+    CHOOSE caption id is kept as written (ids are case-sensitive), ``NONE`` is ``none``; the store
+    refuses the same values."""
+    assert _value({"answer": " x:cap:Ab "}, CHOOSE, DEFAULT_RULES) == (None, "x:cap:Ab")
+    assert _value({"answer": "NONE"}, CHOOSE, DEFAULT_RULES) == (None, CHOOSE_NONE)
+    assert _value({"answer": "Target"}, VERIFY_TRIPLE, DEFAULT_RULES) == (None, TRIPLE_TARGET)
     for kind, (a, b), wrong in ((CHOOSE, ("x:img:1", "x:img:2"), "x:img:1"), (VERIFY_TRIPLE, ("x:cap:1", "x:img:2"), "image 1")):
         with pytest.raises(_Refused, match=ANSWER_RULES[kind].wanted):
-            _value({"answer": wrong}, kind)
+            _value({"answer": wrong}, kind, DEFAULT_RULES)
         row = TaskRow("b1", 1, item_id(kind, a, b), kind, a, b, "none")
         with pytest.raises(Refused, match=ANSWER_RULES[kind].wanted):
             check_answers([row], [Answer(1, None, wrong, 3.0)])

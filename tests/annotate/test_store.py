@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crisscross.annotate.store import Answer, Refused, Store, StoreError, backend_for, check_answers, open_store, redact, token_hash
+from crisscross.formats.schema import JudgmentRules
 from tests.serve.round import BATCHES, make_store, tasks_table
 
 NOW = 1_800_000_000.0
@@ -134,17 +135,21 @@ def test_every_item_needs_its_kind_of_value():
     good = [Answer(i.position, 1.5, None, 2.0) for i in items]
     assert len(check_answers(items, good)) == len(items)
     cases = {
-        "has no score": good[:-1],
+        "has no answer: rate every item": good[:-1],
         "needs a score from 0 to 5": [*good[:-1], Answer(items[-1].position, None, None, 1.0)],
-        "needs a score from 0": [*good[:-1], Answer(items[-1].position, 5.5, None, 1.0)],
+        "score 5.5 is outside 0–5": [*good[:-1], Answer(items[-1].position, 5.5, None, 1.0)],
         "takes a score, not an answer": [*good[:-1], Answer(items[-1].position, 1.0, "100% yes", 1.0)],
         "answered twice": [*good, good[0]],
         "has no item 9": [*good, Answer(9, 1.0, None, 1.0)],
-        "seconds must be": [*good[:-1], Answer(items[-1].position, 1.0, None, float("nan"))],
+        "seconds nan is not a finite number": [*good[:-1], Answer(items[-1].position, 1.0, None, float("nan"))],
+        "over the limit of 3600": [*good[:-1], Answer(items[-1].position, 1.0, None, 1e9)],
     }
     for message, answers in cases.items():
         with pytest.raises(Refused, match=message):
             check_answers(items, answers)
+    assert check_answers(items, [*good[:-1], Answer(items[-1].position, 1.0, None, None)])  # a time not measured is no time
+    with pytest.raises(Refused, match="over the limit of 60"):
+        check_answers(items, [*good[:-1], Answer(items[-1].position, 1.0, None, 61.0)], JudgmentRules(max_seconds=60.0))
     verify = [row for row in _rows() if row.batch_id == "verify-00001"]
     with pytest.raises(Refused, match="one of the four answers"):
         check_answers(verify, [Answer(i.position, None, "maybe", 1.0) for i in verify])

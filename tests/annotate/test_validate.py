@@ -96,6 +96,9 @@ CASES: list[tuple[object, str | None]] = [
     ({"item_id": ITEM[SITS], "worker": "w2", "answer": "100% yes"}, "wrong-value-kind"),
     ({"item_id": ITEM[SITS], "worker": "w3", "score": 1, "seconds": -3}, "bad-seconds"),
     ({"item_id": ITEM[SITS], "worker": "w4", "score": 1, "seconds": "fast"}, "bad-seconds"),
+    ({"item_id": ITEM[SIS], "worker": "w7", "score": 1, "batch_seconds": 10, "batch_items": "0"}, "bad-seconds"),
+    ({"item_id": ITEM[SITS], "worker": "w6", "score": 1, "seconds": 1e9}, "seconds-over-limit"),  # the rater app refuses it too
+    ({"item_id": ITEM[SITS], "worker": "w7", "score": 1, "seconds": "1e300"}, "seconds-over-limit"),
     ({"item_id": ITEM[SITS], "worker": "w5", "score": 1, "time": "yesterday"}, "bad-time"),
     ({"item_id": ITEM[STS], "worker": "w1", "score": 1.0, "time": "2026-01-01T11:00:00Z"}, "duplicate-judgment"),
     ({"item_id": ITEM[STS], "worker": "w1", "score": 2.0}, "duplicate-judgment"),

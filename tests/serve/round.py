@@ -87,6 +87,16 @@ def make_app(store: Store, files: RoundFiles, **config: Any) -> Any:
     return create_app(store, Round.of(tasks_table(), load_catalog(str(files.items)), str(files.images)), AppConfig(**settings))
 
 
+ORIGIN = "http://testserver"  # TestClient's own address: the origin the app's pages post from
+
+
+def browser(app: Any, **options: Any) -> Any:
+    """A TestClient that sends what a browser on the app's pages sends with every POST: their Origin."""
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, headers={"Origin": ORIGIN}, **options)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

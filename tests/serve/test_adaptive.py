@@ -17,7 +17,7 @@ from crisscross.campaign.replication import ReplicationSettings, decide
 from crisscross.formats.schema import POSITIVE_THRESHOLDS
 from crisscross.pipelines import serve
 from crisscross.serve.app import CSRF_HEADER
-from tests.serve.round import Clock, RoundFiles, make_app, tasks_table
+from tests.serve.round import Clock, RoundFiles, browser, make_app, tasks_table
 
 NOW = 1_800_000_000.0
 REPLICAS = 3
@@ -29,7 +29,7 @@ EVERY_BATCH = {"sis-00001": [1, 2], "sits-00001": [1, 2], "sts-00001": [1, 2, 3]
 
 
 def signed_in(store: Store, files: RoundFiles, name: str, clock: Clock, settings: ReplicationSettings) -> TestClient:
-    client = TestClient(make_app(store, files, replicas=REPLICAS, replication=settings, clock=clock))
+    client = browser(make_app(store, files, replicas=REPLICAS, replication=settings, clock=clock))
     client.post("/signin", data={"token": store.add_rater(name, NOW)})
     return client
 
@@ -168,9 +168,12 @@ def test_serve_reads_the_replication_params_with_the_round_laid_over_and_the_pla
     (plan / "plan.json").write_text(
         json.dumps({"types": {kind: {"pilot": {"rater_sd": sd}, "design": designs[kind]} for kind, sd in (("STS", 0.7), ("SIS", 0.2))}})
     )
-    _, replicas, _, base = serve._settings(str(params), None)
-    assert (replicas, base.rule, dict(base.rater_sd)) == (5, "ci-width", {"STS": 0.4})
-    _, replicas, _, laid = serve._settings(str(params), "r2")
-    assert (replicas, laid.rule, dict(laid.rater_sd)) == (4, "threshold", {"SIS": 0.9})
-    _, replicas, _, planned = serve._settings(str(params), "r2", str(plan))
-    assert (replicas, dict(planned.rater_sd)) == (6, {"STS": 0.7, "SIS": 0.9})  # the plan's ceiling; params win over the pilot
+    base = serve._settings(str(params), None)
+    assert (base.replicas, base.replication.rule, dict(base.replication.rater_sd)) == (5, "ci-width", {"STS": 0.4})
+    laid = serve._settings(str(params), "r2")
+    assert (laid.replicas, laid.replication.rule, dict(laid.replication.rater_sd)) == (4, "threshold", {"SIS": 0.9})
+    planned = serve._settings(str(params), "r2", str(plan))
+    assert (planned.replicas, dict(planned.replication.rater_sd)) == (
+        6,
+        {"STS": 0.7, "SIS": 0.9},
+    )  # the plan's ceiling; params win over the pilot

@@ -16,17 +16,18 @@ from crisscross.annotate.store import Store
 from crisscross.serve import assets
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE, AppConfig, Round, create_app
 from crisscross.serve.security import RateLimiter, confined
-from tests.serve.round import MARKUP, Clock, RoundFiles, make_app, tasks_table
+from tests.serve.round import MARKUP, Clock, RoundFiles, browser, make_app, tasks_table
 
 NOW = 1_800_000_000.0
 
 
 def signed_in(store: Store, files: RoundFiles, name: str = "ann", **config) -> TestClient:
-    client = TestClient(make_app(store, files, **config))
+    client = browser(make_app(store, files, **config))
     token = store.add_rater(name, NOW)
     response = client.post("/signin", data={"token": token}, follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert "httponly" in response.headers["set-cookie"].lower() and "samesite=strict" in response.headers["set-cookie"].lower()
+    assert client.cookies[SESSION_COOKIE] != token  # a session of its own, never the sign-in token
     return client
 
 
@@ -37,7 +38,7 @@ def answers(batch: dict, score: float | None = 3.3) -> list[dict]:
 
 
 def test_no_token_no_page(store: Store, round_files: RoundFiles):
-    client = TestClient(make_app(store, round_files))
+    client = browser(make_app(store, round_files))
     assert client.get("/api/batch").status_code == 401
     page = client.get("/", follow_redirects=False)
     assert page.status_code == 303 and page.headers["location"] == "/signin"
@@ -120,7 +121,7 @@ def test_a_submit_without_a_score_is_refused_and_nothing_is_stored(store: Store,
     partial = answers(view["batch"])
     partial[-1].pop("score")
     response = client.post("/api/submit", json={"batch_id": view["batch"]["id"], "answers": partial}, headers={CSRF_HEADER: view["csrf"]})
-    assert response.status_code == 422 and "move the slider" in response.json()["detail"]
+    assert response.status_code == 422 and "needs a score from 0 to 5" in response.json()["detail"]
     assert store.judgments() == []
 
 
@@ -151,7 +152,7 @@ def test_images_are_served_only_from_the_image_folder(store: Store, round_files:
     assert confined(str(folder / "photo.png\0"), str(folder)) is None
     # An app whose image folder holds none of the items' files serves none of them.
     app = create_app(store, Round.of(tasks_table(), load_catalog(str(round_files.items)), str(folder)), AppConfig(replicas=2))
-    client = TestClient(app)
+    client = browser(app)
     client.post("/signin", data={"token": store.add_rater("ann", NOW)})
     batch = client.get("/api/batch").json()["batch"]
     assert batch["id"] == "sis-00001"
@@ -186,7 +187,7 @@ def test_requests_over_the_rate_are_refused(store: Store, round_files: RoundFile
 
 
 def test_sign_ins_are_rate_limited_per_address(store: Store, round_files: RoundFiles):
-    client = TestClient(make_app(store, round_files, signins_per_minute=3, clock=Clock()))
+    client = browser(make_app(store, round_files, signins_per_minute=3, clock=Clock()))
     codes = [client.post("/signin", data={"token": f"guess{i}"}, follow_redirects=False).status_code for i in range(5)]
     assert codes == [401, 401, 401, 429, 429]
     token = store.add_rater("ann", NOW)

@@ -13,13 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from fastapi.testclient import TestClient
 
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.store import Store
 from crisscross.formats.schema import CHOOSE, NOT_GOLD, TASKS_SCHEMA, VERIFY_TRIPLE, decoy_first, item_id
 from crisscross.serve.app import CSRF_HEADER, AppConfig, Round, create_app
-from tests.serve.round import MARKUP, RoundFiles, cap, free_port, img
+from tests.serve.round import MARKUP, RoundFiles, browser, cap, free_port, img
 from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 NOW = 1_800_000_000.0
@@ -59,7 +58,7 @@ def bison_app(path: Path, files: RoundFiles):
 
 def test_the_page_gets_options_by_number_and_answers_are_stored_canonically(tmp_path: Path, round_files: RoundFiles) -> None:
     store, app = bison_app(tmp_path / "b.sqlite", round_files)
-    client = TestClient(app)
+    client = browser(app)
     client.post("/signin", data={"token": store.add_rater("ann", NOW)}, follow_redirects=False)
     view = client.get("/api/batch").json()
     batch = view["batch"]

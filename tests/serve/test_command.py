@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from crisscross.annotate.store import Answer, Store, token_hash
@@ -61,3 +63,40 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, round_files: RoundFile
         assert cli.main(list(argv)) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1 and "secret" not in err, err
+
+
+def test_serve_started_elsewhere_names_the_image_path_it_tried_and_serves_with_root(
+    tmp_path: Path, round_files: RoundFiles, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    import pyarrow.parquet as pq
+    import uvicorn
+
+    from tests.serve.round import browser
+
+    project = tmp_path / "project"  # where ingest ran: the items' image paths are relative to it
+    (project / "items").mkdir(parents=True)
+    shutil.copytree(round_files.images, project / "photos")
+    images = pq.read_table(round_files.items / "images.parquet").to_pylist()
+    rows = [{**r, "path": f"photos/{Path(r['path']).name}"} for r in images]
+    pq.write_table(pa.Table.from_pylist(rows), project / "items" / "images.parquet")
+    shutil.copy(round_files.items / "captions.parquet", project / "items" / "captions.parquet")
+    served: list = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--tasks", str(round_files.tasks), "--items", str(project / "items"), "--db", str(tmp_path / "r.sqlite")]
+    assert cli.main(argv) == 2 and not served
+    err = capsys.readouterr().err.strip()
+    assert f"e.g. {tmp_path}/photos/photo" in err and "tried --root ." in err and len(err.splitlines()) == 1
+    assert cli.main([*argv, "--root", str(project)]) == 0 and len(served) == 1
+    client = browser(served[0])
+    client.post("/signin", data={"token": Store(str(tmp_path / "r.sqlite")).add_rater("ann", NOW)})
+    batch = client.get("/api/batch").json()["batch"]
+    assert batch["id"] == "sis-00001" and client.get("/api/image/1/a?batch=sis-00001").headers["content-type"] == "image/png"
+
+
+@pytest.mark.parametrize(("flag", "message"), [(["--url", "ftp://x"], "is not an http"), (["--workers", "0"], "--workers must be")])
+def test_serve_flags_are_checked_before_it_starts(
+    tmp_path: Path, round_files: RoundFiles, capsys: pytest.CaptureFixture[str], flag: list[str], message: str
+):
+    argv = ["serve", "--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite"), *flag]
+    assert cli.main(argv) == 2 and message in capsys.readouterr().err
