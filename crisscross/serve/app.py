@@ -315,10 +315,13 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         if not per_address.allow(address, now) or (session is not None and not per_session.allow(token_hash(session), now)):
             return JSONResponse({"detail": "too many requests: slow down"}, status_code=429, headers={"Retry-After": "1"})
         wanted = config.public_url or f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if request.method not in ("GET", "HEAD") and not same_origin(request.headers.get("origin"), request.headers.get("referer"), wanted):
-            return JSONResponse(
-                {"detail": "this request did not come from the app's own pages: open the app and try again"}, status_code=403
+        origin = request.headers.get("origin")
+        if request.method not in ("GET", "HEAD") and not same_origin(origin, request.headers.get("referer"), wanted):
+            detail = (
+                f"this request did not come from the app's own pages (origin {origin or 'not given'}, the app's {wanted}): open the "
+                "app and try again; behind a proxy, start serve with --url set to the address raters use"
             )
+            return JSONResponse({"detail": detail}, status_code=403)
         response: Response = await call_next(request)
         return response
 
