@@ -9,7 +9,7 @@ import os
 import sys
 
 from crisscross import __version__
-from crisscross.core.errors import UserError
+from crisscross.core.errors import UserError, one_line
 from crisscross.core.registry import Registry
 
 # Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
@@ -81,13 +81,6 @@ def usage() -> str:
         "`crisscross <stage> --help` lists a stage's flags.",
     ]
     return "\n".join(lines)
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message: Beam re-raises a step's error with the step name and
-    the worker's traceback appended, which the user does not need without ``--debug``."""
-    text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
 
 
 def import_stage(module_name: str, *, freeze: bool = False) -> object:

@@ -4,7 +4,8 @@
 (:mod:`crisscross.release.build`), ``--bison DIR``, ``--entities DIR`` and ``--machine-labels DIR`` add
 COCO-BISON triples, Flickr30k Entities boxes and a triage's machine labels, each under ``data/<part>/``
 (with or without rated rounds); ``crisscross release verify DIR`` checks a release's checksums
-and counts; ``crisscross release diff A B`` prints what changed from A to B and the bump it needs.
+and counts, and its directory hash against the one ``dvc.lock`` records (``--lock``, ``--md5``, or found
+beside it); ``crisscross release diff A B`` prints what changed from A to B and the bump it needs.
 The release is whole-table work (joins, a diff, checksums), so no Beam pipeline runs here.
 """
 
@@ -17,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crisscross.core.errors import ParamError
+from crisscross.formats.dvclock import chosen_anchor
 from crisscross.formats.manifest import verify
 from crisscross.pipelines.stage import configure_logging, load_params, read_params
 from crisscross.release.build import build, diff_releases
@@ -24,6 +27,8 @@ from crisscross.release.parts import BISON, ENTITIES, MACHINE_LABELS
 from crisscross.release.request import ReleaseRequest, ReleaseSettings, rounds_from
 
 STAGE = "release"
+# what an unanchored verify passes without a word: it says so, and --anchored makes it fail
+UNANCHORED = "a file edited together with SHA256SUMS would pass: --lock or --md5 anchor it"
 DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples, Flickr30k Entities boxes and machine labels (also: `release verify DIR`, `release diff A B`)."
 
 
@@ -116,13 +121,28 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def verify_command(argv: list[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(
-        prog=f"crisscross {STAGE} verify", description="Check a release's SHA256SUMS and the counts in its release.json."
+        prog=f"crisscross {STAGE} verify",
+        description="Check a release's SHA256SUMS, the counts in its release.json and, anchored outside the release, the "
+        "directory hash DVC recorded for it: found in the dvc.lock of the DVC repository holding the folder, or given.",
     )
     p.add_argument("folder")
+    p.add_argument(
+        "--lock",
+        default=None,
+        help="a dvc.lock that records the release (e.g. `dvc get REPO dvc.lock --rev TAG`): its output at the folder's path, else of its name",
+    )
+    p.add_argument("--md5", default=None, help="the release's directory hash as dvc.lock records it (<32 hex>.dir)")
+    p.add_argument("--anchored", action="store_true", help="fail unless the release is checked against a hash recorded outside it")
     flags = p.parse_args(argv)
-    checked = verify(flags.folder)
+    folder = Path(flags.folder)
+    anchor = chosen_anchor(folder, lock=Path(flags.lock) if flags.lock else None, md5=flags.md5)
+    if anchor is None and flags.anchored:
+        raise ParamError(f"--anchored: no dvc.lock of a DVC repository holding {folder} records it; give --lock or --md5")
+    checked = verify(folder, anchor)
+    said = f"{checked['anchor']} ({checked['md5']})" if anchor else f"no anchor: checksums only ({UNANCHORED})"
     print(
-        f"{flags.folder}: {checked['name']} {checked['version']} OK — {checked['files']} files, {checked['bytes']:,} bytes, {checked['rows']:,} rows"
+        f"{flags.folder}: {checked['name']} {checked['version']} OK — {checked['files']} files, {checked['bytes']:,} bytes, "
+        f"{checked['rows']:,} rows; {said}"
     )
     return checked
 

@@ -17,3 +17,11 @@ class ParamError(UserError, ValueError):
 
 class InputError(UserError, ValueError):
     """An input file or folder is missing, unreadable or malformed; the message names it."""
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (its type's name when it has none): what the command
+    shows.  Beam re-raises a step's error with the step name and the worker's traceback appended,
+    and parsers' messages may quote several lines, which the user does not need without ``--debug``."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from crisscross import __version__
 from crisscross.core.errors import ParamError
+from crisscross.formats.dvclock import recorded_outs
 from crisscross.formats.manifest import (
     data_counts,
     file_sha256,
@@ -62,12 +61,7 @@ def lock_hashes(lock: Path | None) -> dict[str, str]:
     """Output path → md5 of every stage output recorded in ``dvc.lock`` (paths relative to its folder)."""
     if lock is None or not lock.is_file():
         return {}
-    document = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
-    found = {}
-    for stage in (document.get("stages") or {}).values():
-        for out in stage.get("outs") or []:
-            found[os.path.normpath(out["path"])] = out.get("md5", "")
-    return found
+    return {path: out.get("md5", "") for path, out in recorded_outs(lock).items()}
 
 
 def input_hashes(request: ReleaseRequest) -> list[dict[str, Any]]:

@@ -4,12 +4,14 @@ project's default local remote, and a consumer gets, verifies, diffs and pulls t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from dvc.repo import Repo
 
+from crisscross.formats.manifest import sums_text
 from tests.shared_builds import DEMO_SALT, copy_built_project, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -36,11 +38,12 @@ def version_of(release: Path) -> str:
 @pytest.mark.xdist_group("e2e")
 def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: Path, demo_repro: Path, tmp_path: Path) -> None:
     """Maintainer, in a git copy of the project at ``work/main`` beside ``work/shared``:
-    ``dvc repro`` builds 1.0.0-simulated (verify passes), commit, tag, ``dvc push`` fills the
+    ``dvc repro`` builds 1.0.0-simulated (verify passes against the hash dvc.lock records), commit, tag, ``dvc push`` fills the
     default remote ``work/crisscross-dvc-remote``; a licence change in params.yaml reruns only the
     release stage and gives the patch 1.0.1-simulated (its CHANGELOG says patch), commit, tag, push.
     Consumer: ``dvc get --rev v1.0.0-simulated`` gives a release that verifies and diffs against
-    1.0.1 as a patch, and fails verify (exit 2, one line naming the file) once a CSV is changed; a
+    1.0.1 as a patch, verifies anchored on the tag's ``dvc.lock`` (``dvc get`` too), which catches
+    a CSV changed together with ``SHA256SUMS``, and fails verify (exit 2, one line naming the file) once a CSV is changed; a
     fresh clone at ``work/clone`` pulls 1.0.1-simulated from the same remote and verifies it.
     The first ``dvc repro`` (the git copy, committed, then the demo build) is the session's
     ``demo_repro``, copied here; the second repro runs the release stage alone."""
@@ -53,7 +56,8 @@ def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: 
     # maintainer: the first release
     assert "Running stage 'release':" in (demo_repro / "repro.out").read_text()
     assert version_of(project / RELEASE) == "1.0.0-simulated"
-    ok(["crisscross", "release", "verify", str(RELEASE)], project, env)
+    built = ok(["crisscross", "release", "verify", str(RELEASE)], project, env)
+    assert f"matches the hash dvc.lock records for {RELEASE}" in built.stdout, built.stdout  # the builder's anchor, found
     ok(["git", "add", "-A"], project, env)
     ok(["git", *GIT_USER, "commit", "-qm", "release 1.0.0-simulated"], project, env)
     assert "dvc.lock" in ok(["git", "ls-files"], project, env).stdout.split()
@@ -86,7 +90,21 @@ def test_a_release_is_tagged_pushed_got_verified_diffed_and_pulled(shared_data: 
     got = consumer / "got"
     ok(["dvc", "get", str(project), str(RELEASE), "--rev", "v1.0.0-simulated", "-o", str(got)], consumer, env)
     checked = ok(["crisscross", "release", "verify", str(got)], consumer, env)
-    assert "1.0.0-simulated OK" in checked.stdout, checked.stdout
+    assert "1.0.0-simulated OK" in checked.stdout and "no anchor: checksums only" in checked.stdout, checked.stdout
+    # consumer: anchored on the dvc.lock of the same tag, the release's own checksums are not the last word
+    ok(["dvc", "get", str(project), "dvc.lock", "--rev", "v1.0.0-simulated", "-o", "v1.0.0.lock"], consumer, env)
+    anchored = ok(["crisscross", "release", "verify", str(got), "--lock", "v1.0.0.lock", "--anchored"], consumer, env)
+    assert f"matches the hash v1.0.0.lock records for {RELEASE}" in anchored.stdout, anchored.stdout
+    edited = consumer / "edited" / RELEASE.name  # as `dvc get` names it: found in the lock by its name
+    shutil.copytree(got, edited)
+    pairs = edited / "data" / "sts_test.csv"
+    rows = pairs.read_text(encoding="utf-8").splitlines(keepends=True)
+    pairs.write_text("".join([rows[0], rows[2], rows[1], *rows[3:]]), encoding="utf-8")  # two rows swapped: same count
+    (edited / "SHA256SUMS").write_text(sums_text(edited), encoding="utf-8")
+    assert "no anchor" in ok(["crisscross", "release", "verify", str(edited)], consumer, env).stdout  # checksums alone pass it
+    caught = run(["crisscross", "release", "verify", str(edited), "--lock", "v1.0.0.lock"], consumer, env)
+    assert caught.returncode == 2 and len(caught.stderr.strip().splitlines()) == 1, caught.stderr
+    assert "its DVC directory hash is" in caught.stderr and f"v1.0.0.lock records for {RELEASE}" in caught.stderr, caught.stderr
     assert version_of(got) == "1.0.0-simulated"
     diff = ok(["crisscross", "release", "diff", str(got), str(project / RELEASE)], consumer, env)
     assert "## 1.0.1-simulated" in diff.stdout and "Against 1.0.0-simulated: **patch**" in diff.stdout, diff.stdout
