@@ -1,18 +1,82 @@
-"""Shared fixtures: the real data in ``../shared/data`` (skipped, with the reason shown, if absent)."""
+"""Shared fixtures: the real data in ``../shared/data`` (skipped, with the reason shown, if absent);
+the rater databases, SQLite and the run's scratch PostgreSQL (never skipped)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import crisscross  # noqa: F401  (first of the project: it sets the numeric policy before numpy or torch load)
+from tests import scratch_postgres
+
+if TYPE_CHECKING:
+    from crisscross.annotate.store import Store
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", PROJECT.parent / "shared" / "data"))
 DEMO = PROJECT / "data" / "demo"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the run's main process, not an xdist worker
+        scratch_postgres.claim_run()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch_postgres.release_run()  # only the process that claimed the run stops its server
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The figures tests measured (``record_property("figure", ...)``), shown after the run, xdist or not."""
+    figures = [(r.nodeid, value) for r in terminalreporter.stats.get("passed", []) for key, value in r.user_properties if key == "figure"]
+    if figures:
+        terminalreporter.section("figures")
+        for nodeid, value in figures:
+            terminalreporter.line(f"{nodeid}: {value}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> scratch_postgres.Server:
+    """The run's scratch PostgreSQL (``tests/scratch_postgres.py``); the tests that need it fail,
+    saying why, when it cannot start: never a skip."""
+    try:
+        return scratch_postgres.shared()
+    except scratch_postgres.Unavailable as error:
+        reason = str(error)
+    pytest.fail(f"PostgreSQL: {reason}", pytrace=False)
+
+
+@pytest.fixture
+def postgres_database(postgres_server: scratch_postgres.Server) -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database of this test's own."""
+    with postgres_server.database() as url:
+        yield url
+
+
+# The store's backends, each as a new empty database's location for one test.
+DATABASES: dict[str, Callable[[pytest.FixtureRequest], str]] = {
+    "sqlite": lambda request: str(request.getfixturevalue("tmp_path") / "judgments.sqlite"),
+    "postgresql": lambda request: request.getfixturevalue("postgres_database"),
+}
+
+
+@pytest.fixture(params=list(DATABASES))
+def database(request: pytest.FixtureRequest) -> str:
+    """A new, empty rater database, once on each backend of the store: every test of the store or
+    the app runs on both."""
+    return DATABASES[request.param](request)
+
+
+@pytest.fixture
+def store(database: str) -> Store:
+    """The rater app's store set up with the small round of ``tests/serve/round.py``, on each backend."""
+    from tests.serve.round import make_store
+
+    return make_store(database)
 
 
 @pytest.fixture(scope="session")

@@ -104,6 +104,7 @@ class Backend:
     lock: str  # serialises assignment (so two raters never take the last slot of a batch)
     placeholder: str
     integrity_error: type[Exception]
+    setup_lock: str = ""  # serialises setting up a new database (the write transaction does on SQLite)
 
 
 def _sqlite(path: str) -> Backend:
@@ -132,7 +133,11 @@ def _postgres(url: str) -> Backend:
     def connect() -> Any:
         return pg8000.dbapi.connect(**options)
 
-    return Backend("postgresql", connect, "BEGIN", "LOCK TABLE assignments IN SHARE ROW EXCLUSIVE MODE", "%s", pg8000.dbapi.IntegrityError)
+    # Two servers creating the tables at once collide in PostgreSQL's catalog: one waits for the other.
+    setup = "SELECT pg_advisory_xact_lock(hashtext('crisscross store setup'))"
+    return Backend(
+        "postgresql", connect, "BEGIN", "LOCK TABLE assignments IN SHARE ROW EXCLUSIVE MODE", "%s", pg8000.dbapi.IntegrityError, setup
+    )
 
 
 # URL scheme → backend; anything without a scheme is a SQLite file path.
@@ -270,6 +275,8 @@ class Store:
     def init(self) -> None:
         """Create the tables (idempotent) and the server secret that CSRF tokens are made from."""
         with self._transaction() as run:
+            if self.backend.setup_lock:
+                run(self.backend.setup_lock)
             for statement in _TABLES:
                 run(statement)
             found = run("SELECT value FROM meta WHERE key = 'schema'").fetchall()

@@ -63,6 +63,7 @@ SECURE_SESSION_COOKIE = "__Host-crisscross_session"
 CSRF_HEADER = "X-CSRF-Token"
 MAX_ANSWERS = 1000
 MAX_TEXT = 256  # characters of a batch id, an answer or a token: longer is none of them
+NO_NUL = r"^[^\x00]*$"  # no text the app takes holds NUL: PostgreSQL cannot store it, and no id or answer has one
 POSITION_MAX = 2**31 - 1  # positions are int32 in the tasks table and INTEGER in the store: a larger number is no position
 # CxC appendix: "since the SITS instructions are longer, they are shown when the annotator hovers
 # over the corresponding score".
@@ -117,12 +118,12 @@ class _Strict(BaseModel):
 class AnswerIn(_Strict):
     position: int = Field(ge=0, le=POSITION_MAX)
     score: float | None = None
-    answer: str | None = Field(default=None, max_length=MAX_TEXT)
+    answer: str | None = Field(default=None, max_length=MAX_TEXT, pattern=NO_NUL)
     seconds: float | None = None  # the time the item was on screen; None when the page did not measure it
 
 
 class SubmitIn(_Strict):
-    batch_id: str = Field(max_length=MAX_TEXT)
+    batch_id: str = Field(max_length=MAX_TEXT, pattern=NO_NUL)
     answers: list[AnswerIn] = Field(max_length=MAX_ANSWERS)
 
 
@@ -433,7 +434,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     def image(
         position: Annotated[int, InPath(ge=0, le=POSITION_MAX)],
         side: Annotated[str, InPath(max_length=8)],
-        batch: Annotated[str, Query(max_length=MAX_TEXT)],
+        batch: Annotated[str, Query(max_length=MAX_TEXT, pattern=NO_NUL)],
         who: Rater,
     ) -> Response:
         name, _ = who

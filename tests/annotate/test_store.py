@@ -1,4 +1,5 @@
-"""The store: tokens, assignment (replicas, never twice, one at a time, timeouts), submits."""
+"""The store: tokens, assignment (replicas, never twice, one at a time, timeouts), submits; each
+test on both backends (the ``database`` and ``store`` fixtures, ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from crisscross.annotate.store import Answer, Refused, Store, StoreError, backend_for, check_answers, open_store, redact, token_hash
+from crisscross.annotate.store import (
+    BACKENDS,
+    Answer,
+    Refused,
+    Store,
+    StoreError,
+    backend_for,
+    check_answers,
+    open_store,
+    redact,
+    token_hash,
+)
 from crisscross.formats.schema import JudgmentRules
-from tests.serve.round import BATCHES, make_store, tasks_table
+from tests.conftest import DATABASES
+from tests.serve.round import BATCHES, make_store, query, tasks_table
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
@@ -23,17 +36,16 @@ def answers_for(store: Store, rater: str, now: float = NOW, replicas: int = 2) -
     return held.batch_id, [Answer(i.position, 2.5 if rated else None, None if rated else "100% yes", 3.0) for i in held.items]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return make_store(tmp_path / "judgments.sqlite")
+def test_every_backend_of_the_store_is_tested():
+    assert {make(":memory:").name for make in BACKENDS.values()} == set(DATABASES)
 
 
-def test_tokens_are_stored_only_as_hashes_and_sign_in_only_their_rater(store: Store, tmp_path: Path):
+def test_tokens_are_stored_only_as_hashes_and_sign_in_only_their_rater(store: Store):
     token = store.add_rater("ann", NOW)
     other = store.add_rater("bob", NOW)
     assert store.rater_of(token) == "ann" and store.rater_of(other) == "bob"
     assert store.rater_of(token + "x") is None and store.rater_of("") is None
-    rows = sqlite3.connect(tmp_path / "judgments.sqlite").execute("SELECT name, token_hash FROM raters ORDER BY name").fetchall()
+    rows = query(store.location, "SELECT name, token_hash FROM raters ORDER BY name")
     assert rows == [("ann", token_hash(token)), ("bob", token_hash(other))]
     assert all(token not in str(row) for row in rows)
 
@@ -49,10 +61,36 @@ def test_rater_names_are_checked_and_an_existing_rater_needs_new_token(store: St
             store.add_rater(bad, NOW)
 
 
-def test_database_is_wal_and_schema_is_idempotent(tmp_path: Path):
-    path = tmp_path / "db.sqlite"
-    store = make_store(path)
+def test_the_schema_and_the_tasks_load_idempotently(database: str):
+    store = make_store(database)
+    secret = store.secret()
     assert store.load_tasks(tasks_table().to_pylist()) == 0  # loading the same tasks again adds nothing
+    assert make_store(database).secret() == secret
+    assert query(database, "SELECT COUNT(*) FROM tasks") == [(tasks_table().num_rows,)]
+
+
+def test_servers_starting_together_on_a_new_database_set_it_up_once(database: str):
+    secrets: list[bytes] = []
+    errors: list[Exception] = []
+
+    def set_up() -> None:
+        try:
+            store = Store(database)
+            store.init()
+            secrets.append(store.secret())
+        except Exception as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=set_up) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(secrets) == 6 and len(set(secrets)) == 1
+
+
+def test_a_sqlite_database_is_in_wal_mode(tmp_path: Path):
+    path = tmp_path / "db.sqlite"
     make_store(path)
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -108,10 +146,9 @@ def test_a_double_submit_stores_one_judgment_per_item(store: Store):
     assert len(store.judgments()) == len(answers)
 
 
-def test_concurrent_double_submits_store_once(tmp_path: Path):
-    path = tmp_path / "db.sqlite"
-    make_store(path)
-    stores = [Store(str(path)) for _ in range(8)]
+def test_concurrent_double_submits_store_once(database: str):
+    make_store(database)
+    stores = [Store(database) for _ in range(8)]
     batch_id, answers = answers_for(stores[0], "ann")
     results: list[bool] = []
     threads = [threading.Thread(target=lambda s=s: results.append(s.submit("ann", batch_id, answers, NOW, 2))) for s in stores]
@@ -121,6 +158,22 @@ def test_concurrent_double_submits_store_once(tmp_path: Path):
         t.join()
     assert sorted(results) == [False] * 7 + [True]
     assert len(stores[0].judgments()) == len(answers)
+
+
+def test_concurrent_raters_never_overfill_a_batch(store: Store):
+    got: list[tuple[str, str]] = []
+
+    def take(rater: str) -> None:
+        held = Store(store.location).assignment(rater, NOW, 1, HOUR)
+        if held:
+            got.append((rater, held.batch_id))
+
+    threads = [threading.Thread(target=take, args=(f"r{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 5 and len({b for _, b in got}) == 5  # five batches, one rater each, three raters left without
 
 
 def test_a_submit_of_someone_elses_batch_is_refused(store: Store):

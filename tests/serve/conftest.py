@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -44,11 +43,6 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return make_store(tmp_path / "judgments.sqlite")
-
-
 @dataclass
 class LiveServer:
     url: str
@@ -58,11 +52,11 @@ class LiveServer:
 
 
 @pytest.fixture
-def live_server(tmp_path: Path, round_files: RoundFiles) -> Iterator[LiveServer]:
-    """The app under uvicorn on a free loopback port, in a thread of this process."""
+def live_server(database: str, round_files: RoundFiles) -> Iterator[LiveServer]:
+    """The app under uvicorn on a free loopback port, in a thread of this process, on each backend."""
     import uvicorn
 
-    store = make_store(tmp_path / "live.sqlite")
+    store = make_store(database)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(store, round_files), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

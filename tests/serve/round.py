@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.store import Store
+from crisscross.annotate.store import Store, backend_for
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
 from crisscross.serve.app import AppConfig, Round, create_app
 
@@ -75,11 +75,23 @@ class Clock:
         return self.now
 
 
-def make_store(path: Path) -> Store:
-    store = Store(str(path))
+def make_store(location: str | Path) -> Store:
+    """The store at ``location`` (a SQLite path or a PostgreSQL URL) set up with this round's tasks."""
+    store = Store(str(location))
     store.init()
     store.load_tasks(tasks_table().to_pylist())
     return store
+
+
+def query(location: str | Path, statement: str) -> list[tuple[Any, ...]]:
+    """The rows of one SQL statement on the database itself, on its own connection: what is really kept."""
+    connection = backend_for(str(location)).connect()
+    try:
+        cursor = connection.cursor()
+        cursor.execute(statement)
+        return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        connection.close()
 
 
 def make_app(store: Store, files: RoundFiles, **config: Any) -> Any:

@@ -5,6 +5,8 @@ fixed rule changes nothing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +30,21 @@ ITEM = {(r["batch_id"], r["position"]): r["item_id"] for r in tasks_table().to_p
 EVERY_BATCH = {"sis-00001": [1, 2], "sits-00001": [1, 2], "sts-00001": [1, 2, 3], "sts-00002": [1, 2, 3], "verify-00001": [1, 2, 3]}
 
 
-def signed_in(store: Store, files: RoundFiles, name: str, clock: Clock, settings: ReplicationSettings) -> TestClient:
-    client = browser(make_app(store, files, replicas=REPLICAS, replication=settings, clock=clock))
-    client.post("/signin", data={"token": store.add_rater(name, NOW)})
-    return client
+SignIn = Callable[[str, Clock, ReplicationSettings], TestClient]
+
+
+@pytest.fixture
+def sign_in(store: Store, round_files: RoundFiles) -> Iterator[SignIn]:
+    """A rater's signed-in client, open until the test ends: it keeps its threads, so its database
+    connections (one per thread) are made once, not once per request."""
+    with ExitStack() as clients:
+
+        def signed_in(name: str, clock: Clock, settings: ReplicationSettings) -> TestClient:
+            client = clients.enter_context(browser(make_app(store, round_files, replicas=REPLICAS, replication=settings, clock=clock)))
+            client.post("/signin", data={"token": store.add_rater(name, NOW)})
+            return client
+
+        yield signed_in
 
 
 def answers(batch: dict, positions: list[int] | None = None) -> list[dict]:
@@ -62,11 +75,11 @@ def rate_all(client: TestClient, clock: Clock) -> dict[str, list[int]]:
 
 
 def test_clear_items_close_after_min_judgments_and_later_raters_see_only_open_items_and_gold(
-    store: Store, round_files: RoundFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: Store, sign_in: SignIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     clock = Clock(NOW)
     for name in ("ann", "bob"):
-        assert rate_all(signed_in(store, round_files, name, clock, THRESHOLD), clock) == EVERY_BATCH
+        assert rate_all(sign_in(name, clock, THRESHOLD), clock) == EVERY_BATCH
     reason = decide(np.array([CLEAR, CLEAR]), "STS", REPLICAS, THRESHOLD).reason
     assert reason.startswith("threshold after 2: mean 5.00 ≥ 3")
     assert store.closed() == {
@@ -75,7 +88,7 @@ def test_clear_items_close_after_min_judgments_and_later_raters_see_only_open_it
         ITEM["sis-00001", 1]: decide(np.array([CLEAR, CLEAR]), "SIS", REPLICAS, THRESHOLD).reason,
     }  # not the SITS item (no rater spread), nor the items on the threshold, nor gold rated 5
 
-    cy = signed_in(store, round_files, "cy", clock, THRESHOLD)
+    cy = sign_in("cy", clock, THRESHOLD)
     shown = {}
     while (view := cy.get("/api/batch").json())["batch"]:
         batch = view["batch"]["id"]
@@ -88,7 +101,7 @@ def test_clear_items_close_after_min_judgments_and_later_raters_see_only_open_it
         assert post(cy, view).status_code == 200
     # sis-00001 and sts-00001 hold no open item: never handed out again; sts-00002 shows its open item and its gold.
     assert shown == {"sits-00001": [1, 2], "sts-00002": [2, 3], "verify-00001": [1, 2, 3]}
-    assert signed_in(store, round_files, "dan", clock, THRESHOLD).get("/api/batch").json()["batch"] is None
+    assert sign_in("dan", clock, THRESHOLD).get("/api/batch").json()["batch"] is None
     assert [j["worker"] for j in store.judgments() if j["item_id"] == ITEM["sts-00002", 1]] == ["ann", "bob"]
     assert [j["worker"] for j in store.judgments() if j["item_id"] == ITEM["sts-00002", 3]] == ["ann", "bob", "cy"]  # gold
 
@@ -106,9 +119,9 @@ def test_clear_items_close_after_min_judgments_and_later_raters_see_only_open_it
     assert report["closed"] == store.closed()
 
 
-def test_an_item_closed_after_it_was_shown_is_still_stored_and_keeps_its_first_reason(store: Store, round_files: RoundFiles):
+def test_an_item_closed_after_it_was_shown_is_still_stored_and_keeps_its_first_reason(store: Store, sign_in: SignIn):
     clock = Clock(NOW)
-    raters = {name: signed_in(store, round_files, name, clock, THRESHOLD) for name in ("ann", "bob", "cy")}
+    raters = {name: sign_in(name, clock, THRESHOLD) for name in ("ann", "bob", "cy")}
     views = {name: client.get("/api/batch").json() for name, client in raters.items()}
     assert {v["batch"]["id"] for v in views.values()} == {"sis-00001"}  # a started batch goes out first
     for name in ("ann", "bob"):
@@ -143,10 +156,10 @@ def test_closing_is_idempotent_never_touches_gold_and_a_closed_batch_is_done(sto
 
 
 @pytest.mark.parametrize("settings", [ReplicationSettings(), ReplicationSettings(rule="threshold")], ids=["fixed", "no-spread"])
-def test_a_fixed_rule_or_a_rule_without_a_spread_changes_nothing(store: Store, round_files: RoundFiles, settings: ReplicationSettings):
+def test_a_fixed_rule_or_a_rule_without_a_spread_changes_nothing(store: Store, sign_in: SignIn, settings: ReplicationSettings):
     clock = Clock(NOW)
     for name in ("ann", "bob", "cy"):
-        assert rate_all(signed_in(store, round_files, name, clock, settings), clock) == EVERY_BATCH
+        assert rate_all(sign_in(name, clock, settings), clock) == EVERY_BATCH
     assert store.closed() == {}
     assert len(store.judgments()) == REPLICAS * tasks_table().num_rows
     assert all((p.done, p.closed, p.saved) == (p.batches, 0, 0) for p in store.progress(REPLICAS, clock.now, 3600))

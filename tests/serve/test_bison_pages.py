@@ -48,16 +48,16 @@ def bison_tasks() -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TASKS_SCHEMA)
 
 
-def bison_app(path: Path, files: RoundFiles):
-    store = Store(str(path))
+def bison_app(location: str, files: RoundFiles):
+    store = Store(location)
     store.init()
     store.load_tasks(bison_tasks().to_pylist())
     round_ = Round.of(bison_tasks(), load_catalog(str(files.items)), str(files.images), seed=SEED)
     return store, create_app(store, round_, AppConfig(replicas=1))
 
 
-def test_the_page_gets_options_by_number_and_answers_are_stored_canonically(tmp_path: Path, round_files: RoundFiles) -> None:
-    store, app = bison_app(tmp_path / "b.sqlite", round_files)
+def test_the_page_gets_options_by_number_and_answers_are_stored_canonically(database: str, round_files: RoundFiles) -> None:
+    store, app = bison_app(database, round_files)
     client = browser(app)
     client.post("/signin", data={"token": store.add_rater("ann", NOW)}, follow_redirects=False)
     view = client.get("/api/batch").json()
@@ -101,10 +101,10 @@ def test_the_page_gets_options_by_number_and_answers_are_stored_canonically(tmp_
 
 
 @pytest.fixture
-def bison_server(tmp_path: Path, round_files: RoundFiles) -> Iterator[tuple[str, Store]]:
+def bison_server(database: str, round_files: RoundFiles) -> Iterator[tuple[str, Store]]:
     import uvicorn
 
-    store, app = bison_app(tmp_path / "live.sqlite", round_files)
+    store, app = bison_app(database, round_files)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

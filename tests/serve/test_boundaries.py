@@ -53,6 +53,8 @@ def test_unknown_keys_and_ids_past_their_length_are_refused(store: Store, round_
     assert _submit(client, batch, csrf, extra).status_code == 422
     long = client.post("/api/submit", json={"batch_id": "b" * 300, "answers": []}, headers={CSRF_HEADER: csrf})
     assert long.status_code == 422 and "batch_id" in long.json()["detail"]
+    nul = client.post("/api/submit", json={"batch_id": "\x00", "answers": []}, headers={CSRF_HEADER: csrf})  # a 500 on PostgreSQL
+    assert nul.status_code == 422 and client.get("/api/image/1/a?batch=%00").status_code == 422
     assert store.judgments() == []
 
 

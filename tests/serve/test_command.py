@@ -10,30 +10,40 @@ import pytest
 
 from crisscross.annotate.store import Answer, Store, token_hash
 from crisscross.pipelines import cli, serve
-from tests.serve.round import RoundFiles, make_store
+from tests.scratch_postgres import Server
+from tests.serve.round import RoundFiles, query
 
 NOW = 1_800_000_000.0
 
 
-def test_add_rater_prints_a_link_whose_token_only_the_hash_of_is_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    db = tmp_path / "round.sqlite"
-    serve.main(["add-rater", "ann", "--db", str(db), "--url", "http://10.0.0.5:8080/"])
+def add_rater(db: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """``serve add-rater ann``'s token, after checking the link it prints."""
+    serve.main(["add-rater", "ann", "--db", db, "--url", "http://10.0.0.5:8080/"])
     link = capsys.readouterr().out.strip()
     assert link.startswith("http://10.0.0.5:8080/signin#token=")
     token = link.split("#token=", 1)[1]
-    store = Store(str(db))
-    assert store.rater_of(token) == "ann"
+    assert Store(db).rater_of(token) == "ann"
+    return token
+
+
+def test_add_rater_prints_a_link_whose_token_only_the_hash_of_is_kept(database: str, capsys: pytest.CaptureFixture[str]):
+    token = add_rater(database, capsys)
+    stored = str(query(database, "SELECT * FROM raters"))
+    assert token not in stored and token_hash(token) in stored
+
+
+def test_no_byte_of_a_sqlite_database_holds_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    token = add_rater(str(tmp_path / "round.sqlite"), capsys)
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("round.sqlite*")).decode("latin-1")  # the file and its WAL
     assert token not in stored and token_hash(token) in stored
 
 
-def test_status_shows_progress_per_type_and_gold_accuracy_per_rater(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    db = tmp_path / "round.sqlite"
-    store = make_store(db)
+def test_status_shows_progress_per_type_and_gold_accuracy_per_rater(store: Store, capsys: pytest.CaptureFixture[str]):
+    db = store.location
     held = store.assignment("ann", NOW, 5, 3600)
     store.submit("ann", held.batch_id, [Answer(i.position, 4.5, None, 2.0) for i in held.items], NOW, 5)
     store.assignment("bob", 4e9, 5, 3600)
-    report = serve.main(["status", "--db", str(db)])
+    report = serve.main(["status", "--db", db])
     out = capsys.readouterr().out
     assert "SIS: 0 done / 1 assigned / 0 open of 1 batches; 2 judgments" in out
     assert "STS: 0 done / 0 assigned / 2 open of 2 batches" in out
@@ -100,3 +110,19 @@ def test_serve_flags_are_checked_before_it_starts(
 ):
     argv = ["serve", "--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite"), *flag]
     assert cli.main(argv) == 2 and message in capsys.readouterr().err
+
+
+def test_a_postgres_database_that_cannot_be_opened_is_one_line_without_its_password(
+    postgres_server: Server, capsys: pytest.CaptureFixture[str]
+):
+    wrong = Server(postgres_server.port, "not-the-password")
+    cases = {
+        postgres_server.url("no_such_database"): "does not exist",
+        wrong.url("postgres"): "password authentication failed",
+    }
+    for url, message in cases.items():
+        assert cli.main(["serve", "status", "--db", url]) == 2
+        err = capsys.readouterr().err
+        assert (
+            message in err and len(err.strip().splitlines()) == 1 and postgres_server.password not in err and "not-the-password" not in err
+        ), err

@@ -8,7 +8,7 @@ import pytest
 
 from crisscross.annotate.store import SessionPolicy, Store, token_hash
 from crisscross.serve.app import SECURE_SESSION_COOKIE, SESSION_COOKIE
-from tests.serve.round import ORIGIN, Clock, RoundFiles, browser, make_app
+from tests.serve.round import ORIGIN, Clock, RoundFiles, browser, make_app, query
 
 NOW = 1_800_000_000.0
 
@@ -21,8 +21,7 @@ def _signed_in(store: Store, files: RoundFiles, name: str = "ann", **config):
 
 
 def _stored_sessions(store: Store) -> list[tuple[str, str]]:
-    with store._transaction(write=False) as run:
-        return run("SELECT id_hash, rater FROM sessions ORDER BY rater").fetchall()
+    return query(store.location, "SELECT id_hash, rater FROM sessions ORDER BY rater")
 
 
 def test_the_cookie_is_a_fresh_random_session_and_only_its_hash_is_kept(store: Store, round_files: RoundFiles):

@@ -8,15 +8,14 @@ import pytest
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS, DatabaseFormat, JudgmentFileError
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
-from crisscross.annotate.store import Answer
-from tests.serve.round import make_store, tasks_table
+from crisscross.annotate.store import Answer, Store, redact
+from tests.serve.round import tasks_table
 
 NOW = 1_800_000_000.0
 
 
-def test_store_judgments_are_validated_and_quarantined_like_files(tmp_path: Path):
-    db = tmp_path / "round.sqlite"
-    store = make_store(db)
+def test_store_judgments_are_validated_and_quarantined_like_files(store: Store):
+    db = store.location
     for rater in ("ann", "bob"):
         while held := store.assignment(rater, NOW, 2, 3600):
             rated = held.task_type != "VERIFY"
@@ -29,11 +28,11 @@ def test_store_judgments_are_validated_and_quarantined_like_files(tmp_path: Path
             )
     tasks = tasks_table()
     fewer = tasks.filter([r != "verify-00001" for r in tasks.column("batch_id").to_pylist()])  # a tasks table without one batch
-    collected = JUDGMENT_SOURCES.create("import", settings=SourceSettings(judgments=(str(db),), format="store"))(fewer)
+    collected = JUDGMENT_SOURCES.create("import", settings=SourceSettings(judgments=(db,), format="store"))(fewer)
     assert collected.judgments.num_rows == 2 * fewer.num_rows
     assert {r.reason for r in collected.rejected} == {"unknown-task"} and len(collected.rejected) == 2 * 3
-    assert collected.rejected[0].source.startswith(f"{db}:verify-00001:")
-    assert collected.facts == {"databases": [str(db)]}
+    assert collected.rejected[0].source.startswith(f"{redact(db)}:verify-00001:")
+    assert collected.facts == {"databases": [redact(db)]}
     row = collected.judgments.to_pylist()[0]
     assert row["source"] == "people" and row["seconds"] == 5.0 and row["time"] == "2027-01-15T08:00:00Z"
 
