@@ -34,6 +34,7 @@ import psutil
 import yaml
 
 from benchmarks import save_result
+from crisscross.pipelines.stage import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CRISSCROSS_SHARED_DATA", ROOT.parent / "shared" / "data"))
@@ -57,7 +58,7 @@ def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
 
 def scale_params(path: Path) -> None:
     """The project's params with text encoders only (the replicas mostly have no pixels here)."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = read_params(str(ROOT / "params.yaml"))
     params["embed"].update(text_encoders=["use-m3", "bow-glove50"], image_encoders=[])
     params["sample"].update(i2i_text_encoders=["use-m3", "bow-glove50"], c2c_image_encoders=[])
     params["tasks"].update(gold_text_encoders=["use-m3", "bow-glove50"], gold_image_encoders=[])

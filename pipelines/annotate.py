@@ -16,21 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS
-from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
+from crisscross.annotate.sources import JUDGMENT_SOURCES, SimulateSettings, SourceSettings
 from crisscross.annotate.tasks import TaskParams
 from crisscross.annotate.validate import summary as judgment_summary
 from crisscross.beam.annotate import CollectJudgments
 from crisscross.campaign.replication import DECISIONS_FILE, FIXED, ReplicationSettings, with_pilot_spread
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.core.settings import params_of, setting, settings_from_params
+from crisscross.core.settings import params_of, setting
 from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.formats.plan import ceiling, read_plan
 from crisscross.formats.schema import MAX_SECONDS_PER_ITEM, JudgmentRules
@@ -55,8 +55,8 @@ class AnnotateSettings:
     source: str = setting("simulate", choices=tuple(JUDGMENT_SOURCES.names()))
     format: str = setting(_SOURCE_DEFAULTS.format, choices=tuple(JUDGMENT_FORMATS.names()))  # import
     replay_split: str = setting(_SOURCE_DEFAULTS.replay_split, choices=CXC_SPLITS)  # replay of cxc:<folder>
-    simulate: Mapping[str, Any] = setting(dict(_SOURCE_DEFAULTS.simulate))
-    replication: Mapping[str, Any] = setting({"rule": FIXED})  # campaign/replication.py: ReplicationSettings
+    simulate: SimulateSettings = field(default_factory=SimulateSettings)
+    replication: ReplicationSettings = field(default_factory=ReplicationSettings)  # campaign/replication.py
     # the longest one judgment may take: import quarantines a judgment over it, the rater app refuses it
     max_seconds_per_item: float = setting(MAX_SECONDS_PER_ITEM, low=1.0)
     strict: bool = False
@@ -86,9 +86,9 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 
 def replication_of(params: Mapping[str, Any], plan: str | None = None) -> ReplicationSettings:
-    """``annotate.replication`` checked, each type's rater spread filled from ``plan`` (a plan stage
-    output) where params give none."""
-    settings = settings_from_params(ReplicationSettings, params.get("replication", {}), "annotate.replication")
+    """``annotate.replication`` (of the annotate params, checked when read), each type's rater
+    spread filled from ``plan`` (a plan stage output) where params give none."""
+    settings: ReplicationSettings = params["replication"]
     if plan is not None:
         settings = with_pilot_spread(settings, read_plan(plan))
     if settings.rule != FIXED and not settings.rater_sd:
@@ -107,7 +107,7 @@ def source_settings(stage: StageArgs) -> SourceSettings:
         items=stage.flags.items,
         format=params["format"],
         replay_split=params["replay_split"],
-        simulate=dict(params["simulate"]),
+        simulate=params["simulate"],
         seed=stage.seed,
         rules=stage.settings.rules,
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import apache_beam as beam
@@ -108,13 +107,11 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     galleries = {}
     skipped: dict[str, str] = {}  # models with nothing to score under the automatic gallery rule
     for name, spec in sorted(specs.items()):
-        if not isinstance(spec, Mapping):
-            raise ParamError(f"{where}: evaluate.models.{name}: expected a mapping such as {{text: use-m3}}")
         model = load_model(name, spec, stage.inputs)
         try:
-            chosen = model_gallery(model, gallery, settings, gallery_rule(name, spec))
+            chosen = model_gallery(model, gallery, settings, gallery_rule(spec))
         except NoCoverageError as error:
-            if gallery_rule(name, spec) != AUTO:
+            if gallery_rule(spec) != AUTO:
                 raise
             skipped[name] = f"{error}: not evaluated (a build without pixels?)"
             continue

@@ -6,14 +6,14 @@ import argparse
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import apache_beam as beam
 
 from crisscross.beam.common import gather
 from crisscross.beam.ingest import IngestItems
 from crisscross.core import io
-from crisscross.core.settings import setting
+from crisscross.core.settings import Options, setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
@@ -25,7 +25,7 @@ DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, 
 @dataclass(frozen=True)
 class IngestSettings:
     reader: str = setting("coco-karpathy-jsonl", choices=tuple(READERS.names()))
-    reader_options: Mapping[str, Any] = setting({})
+    reader_options: Annotated[Mapping[str, Any], Options(READERS, "reader")] = setting({})  # the reader's fields
     max_text_length: int = setting(DEFAULT_MAX_TEXT_LENGTH, low=1)  # characters after whitespace normalisation; longer → text-too-long
     strict: bool = False
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import apache_beam as beam
 
 from crisscross.beam.similarity import BACKENDS, WriteNeighbours
 from crisscross.core import io
 from crisscross.core.errors import InputError
-from crisscross.core.settings import setting
+from crisscross.core.settings import Options, setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, prepare
@@ -24,8 +24,8 @@ DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (
 @dataclass(frozen=True)
 class SimilaritySettings:
     k: int = setting(25, low=1)  # neighbours kept per image and space (sampling uses the top 5)
-    backend: str = "exact"  # a BACKENDS name
-    backend_options: Mapping[str, Any] = setting({})
+    backend: str = setting("exact", choices=tuple(BACKENDS.names()))
+    backend_options: Annotated[Mapping[str, Any], Options(BACKENDS, "backend")] = setting({})  # the backend's fields
     recall_queries: int = setting(1000, low=1)  # approximate backends: queries checked against exact search
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import apache_beam as beam
-import yaml
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
@@ -27,7 +26,7 @@ from crisscross.beam.common import gather
 from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
-from crisscross.core.settings import params_of, setting, settings_from_params
+from crisscross.core.settings import params_of, parse_params, setting, settings_from_params
 
 LOG = logging.getLogger("crisscross")
 
@@ -82,19 +81,20 @@ SHARED_SECTIONS = ("base", "data", ROUNDS)  # read by every stage / interpolated
 
 
 def read_params(path: str | None) -> dict[str, Any]:
-    """The params document; a file that is not YAML, or not a mapping, or that has a section no
-    stage reads (a misspelt ``similarty:``) is a one-line error naming the file and line."""
+    """The params document; a file that is not UTF-8 YAML (:func:`~crisscross.core.settings.parse_params`:
+    a key written twice, an alias …), or not a mapping, or that has a section no stage reads (a
+    misspelt ``similarty:``) is a one-line error naming the file and line."""
     if not path:
         return {}
     try:
         with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
+            text = handle.read()
     except FileNotFoundError as error:
         raise InputError(f"no params file {path}") from error
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise ParamError(f"{where}: not valid YAML ({getattr(error, 'problem', None) or error})") from error
+    except UnicodeDecodeError as error:  # the whole file was decoded at once: the error's object is its bytes
+        line = error.object[: error.start].count(b"\n") + 1
+        raise ParamError(f"{path}:{line}: not UTF-8 text (byte {error.object[error.start]:#04x})") from None
+    document = parse_params(text, path)
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -127,16 +127,16 @@ def load_params(
     Unknown keys are an error, so a typo in ``params.yaml`` cannot be silently ignored.
     """
     document = read_params(path)
-    given = document.get(section) or {}
+    given = _section(document, section)
     if round_name:
         rounds = document.get(ROUNDS) or {}
         if round_name not in rounds:
             raise ParamError(f"{path or 'params'}: no params section {ROUNDS}.{round_name}; rounds: {sorted(rounds)}")
-        overrides = (rounds[round_name] or {}).get(section) or {}
+        overrides = _section(rounds[round_name] or {}, section)
         if not isinstance(given, Mapping) or not isinstance(overrides, Mapping):
             raise ParamError(f"{path or 'params'}: {section} and {ROUNDS}.{round_name}.{section} must be mappings")
         given, section = laid_over(given, overrides), f"{ROUNDS}.{round_name}.{section}"
-    base = document.get("base") or {}
+    base = _section(document, "base")
     where = path or "params"
     base = settings_from_params(BaseSettings, base, "base", where)
     if isinstance(defaults, type):
@@ -149,6 +149,12 @@ def load_params(
     if unknown:
         raise ParamError(f"{where}: unknown {section} params {unknown}; known: {sorted(defaults)}")
     return {**defaults, **given}, {"seed": base.seed}, None
+
+
+def _section(sections: Mapping[str, Any], name: str) -> Any:
+    """A section as written; left empty (``tasks:``), the class defaults."""
+    given = sections.get(name)
+    return {} if given is None else given
 
 
 def laid_over(section: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from crisscross.core.settings import setting
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
 from crisscross.formats.schema import VERIFY, VERIFY_POSITIVE
 from crisscross.scoring.metrics import PositiveRanks, kendall_tau_b, map_at_r, r_precision, ranks_of_positives
-from crisscross.scoring.models import SCORE_BLOCK_ELEMENTS, Gallery, Model
+from crisscross.scoring.models import MODEL_SPEC, SCORE_BLOCK_ELEMENTS, Gallery, Model
 from crisscross.scoring.truths import GroundTruth
 
 Pair = tuple[str, str]  # (image id, caption id)
@@ -61,7 +61,7 @@ AuditScores = dict[str, dict[str, dict[str, float]]]
 class PositivesSettings:
     """``params.yaml`` ``positives:``."""
 
-    audit_models: Mapping[str, Any] = setting({})  # more models ranked in the bias audit (evaluate.models-style, image–text)
+    audit_models: Mapping[str, MODEL_SPEC] = setting({})  # more models ranked in the bias audit (evaluate.models-style, image–text)
     audit_annotators: bool = True  # rank the machine annotators too (they are image–text models)
 
 

@@ -38,12 +38,13 @@ little work is kept rather than judged on noise.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from crisscross.aggregate.aggregators import sorted_codes, task_type_codes
+from crisscross.core.settings import setting, settings_from_params
 from crisscross.formats.schema import (
     BISON_TYPES,
     CHOOSE,
@@ -84,30 +85,19 @@ class QualityRules:
     * ``min_gold_items`` 5 and ``min_judgments`` 20: below these, a statistic is not used.
     """
 
-    positive_min_score: float = 3.0
-    negative_max_score: float = 2.0
-    min_gold_accuracy: float = 0.7
-    min_loo_correlation: float = 0.3
-    min_median_seconds: float = 2.0
-    max_straightline_share: float = 0.9
-    min_gold_items: int = 5
-    min_judgments: int = 20
+    positive_min_score: float = setting(3.0, low=SCORE_MIN, high=SCORE_MAX)
+    negative_max_score: float = setting(2.0, low=SCORE_MIN, high=SCORE_MAX)
+    min_gold_accuracy: float = setting(0.7, low=0.0, high=1.0)
+    min_loo_correlation: float = setting(0.3, low=-1.0, high=1.0)
+    min_median_seconds: float = setting(2.0, low=0.0)
+    max_straightline_share: float = setting(0.9, low=0.0, high=1.0)
+    min_gold_items: int = setting(5, low=0)
+    min_judgments: int = setting(20, low=1)
 
     @classmethod
     def from_params(cls, params: Mapping[str, float] | None) -> QualityRules:
-        """Rules from a params mapping; keys left out keep their default, unknown keys are refused."""
-        params = dict(params or {})
-        known = {f.name: f.type for f in fields(cls)}
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise ValueError(f"unknown quality rule(s) {', '.join(unknown)}; known: {', '.join(known)}")
-        values = {}
-        for name, value in params.items():
-            try:
-                values[name] = int(value) if known[name] == "int" else float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"quality rule {name} needs a number, got {value!r}") from None
-        return cls(**values)
+        """Rules from a params mapping (``aggregate.rules``); keys left out keep their default."""
+        return settings_from_params(cls, params or {}, "rules", "")
 
 
 # --------------------------------------------------------------------------- inputs

@@ -26,7 +26,7 @@ sides of the positive threshold, so conflicts are visible rather than averaged a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -48,9 +48,12 @@ from crisscross.aggregate.quality import (
     split_gold,
 )
 from crisscross.core import io
+from crisscross.core.settings import setting
 from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     POSITIVE_THRESHOLDS,
+    SCORE_MAX,
+    SCORE_MIN,
     TASK_TYPES,
     VERIFY_POSITIVE,
     task_type,
@@ -78,8 +81,10 @@ RATED_COLUMNS = (
 class RoundSettings:
     rating_aggregator: str = "mean"
     answer_aggregator: str = "majority-vote"
-    thresholds: Mapping[str, float] | None = None  # over annotation.POSITIVE_THRESHOLDS
-    rules: Mapping[str, float] | None = None  # quality.QualityRules fields; defaults there
+    thresholds: Mapping[str, float] | None = setting(
+        None, low=SCORE_MIN, high=SCORE_MAX, choices=tuple(POSITIVE_THRESHOLDS)
+    )  # per type, over the defaults
+    rules: QualityRules = field(default_factory=QualityRules)
 
 
 @dataclass(frozen=True)
@@ -95,13 +100,10 @@ def checked(settings: RoundSettings) -> tuple[dict[str, float], dict[str, Any], 
     """The settings made usable: thresholds over the CxC defaults, the two aggregators, the QC
     rules; a ``ValueError`` (or an unknown name) says what is wrong before any work is done."""
     thresholds = {**POSITIVE_THRESHOLDS, **(settings.thresholds or {})}
-    unknown = sorted(set(thresholds) - set(POSITIVE_THRESHOLDS))
-    if unknown:
-        raise ValueError(f"thresholds for unknown rating types {unknown}; known: {sorted(POSITIVE_THRESHOLDS)}")
     aggregators = {RATINGS: AGGREGATORS.create(settings.rating_aggregator), CATEGORICAL: AGGREGATORS.create(settings.answer_aggregator)}
     require_kind(aggregators[RATINGS], RATINGS)
     require_kind(aggregators[CATEGORICAL], CATEGORICAL)
-    return thresholds, aggregators, QualityRules.from_params(settings.rules)
+    return thresholds, aggregators, settings.rules
 
 
 def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: RoundSettings) -> RoundResult:

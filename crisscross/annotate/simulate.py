@@ -8,17 +8,15 @@ among them.  BISON's CHOOSE and VERIFY-TRIPLE need the captions of each image (`
 ingest output).  It returns :class:`~crisscross.annotate.providers.Provided` like the replay.
 
 Its length is the panel's model of a rater (bias, noise, careless and straight-lining raters,
-times) for every task type, BISON's two included; its parameters are checked here too.
+times) for every task type, BISON's two included; its parameters are a settings class (``annotate.simulate``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
 import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from crisscross.annotate.providers import Provided, TableLike, judgments_table, 
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
+from crisscross.core.settings import setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
 from crisscross.formats.schema import (
     BISON_TYPES,
@@ -102,94 +101,42 @@ class SimulateParams:
     and, other than the default, draws other people (:meth:`Panel.draw`): BISON verifies with different raters.
     """
 
-    raters_per_batch: int = 5
-    panel_size: int = 40
-    bias_sd: float = 0.3
-    noise_sd: float = 0.6
-    careless_share: float = 0.1
-    straightline_share: float = 0.5
-    anchors: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_ANCHORS))
+    raters_per_batch: int = setting(5, low=1)
+    panel_size: int = setting(40, low=1)
+    bias_sd: float = setting(0.3, low=0.0)
+    noise_sd: float = setting(0.6, low=0.0)
+    careless_share: float = setting(0.1, low=0.0, high=1.0)
+    straightline_share: float = setting(0.5, low=0.0, high=1.0)
+    anchors: Mapping[str, tuple[float, float]] = setting(dict(DEFAULT_ANCHORS), choices=TASK_TYPES)  # types given replace the defaults'
     verify_cuts: tuple[float, float, float] = (3.5, 2.5, 1.0)
-    seconds_mean: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SECONDS_MEAN))
-    seconds_sigma: float = 0.5
-    careless_seconds_mean: float = 3.0
+    seconds_mean: Mapping[str, float] = setting(dict(DEFAULT_SECONDS_MEAN), low=0.0, open_range=True, choices=TASK_TYPES)  # likewise
+    seconds_sigma: float = setting(0.5, low=0.0)
+    careless_seconds_mean: float = setting(3.0, low=0.0, open_range=True)
     choose_cut: float = 2.5
     triple_cut: float = 2.5
     panel_name: str = DEFAULT_PANEL
 
-    @classmethod
-    def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
-        """Defaults overridden by ``params``; ``anchors`` and ``seconds_mean`` may name only some
-        task types.  Unknown keys and invalid values fail naming the key."""
-        given = dict(params or {})
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(given) - set(known))
-        if unknown:
-            raise ValueError(f"simulate params: unknown keys {unknown}; known: {', '.join(known)}")
-        defaults = cls()
-        anchors = {**defaults.anchors, **_per_task(given.pop("anchors", {}), "anchors")}
-        seconds = {**defaults.seconds_mean, **_per_task(given.pop("seconds_mean", {}), "seconds_mean")}
-        cuts = given.pop("verify_cuts", defaults.verify_cuts)
-        panel_name = given.pop("panel_name", defaults.panel_name)
-        if not isinstance(panel_name, str) or not panel_name.strip():
-            raise ValueError(f"simulate params: panel_name must be a non-empty string, got {panel_name!r}")
-        made = dataclasses.replace(
-            defaults,
-            panel_name=panel_name.strip(),
-            **{name: _number(name, value, integer=name in _INTEGER_PARAMS) for name, value in given.items()},
-            anchors={t: _numbers(f"anchors[{t}]", value, 2) for t, value in anchors.items()},
-            seconds_mean={t: _number(f"seconds_mean[{t}]", value) for t, value in seconds.items()},
-            verify_cuts=_numbers("verify_cuts", cuts, len(VERIFY_ANSWERS) - 1),
-        )
-        made._check()
-        return made
-
-    def _check(self) -> None:
-        """Ranges; types were checked by :meth:`from_mapping`."""
+    def __post_init__(self) -> None:
+        """Per-type values over the defaults, and the rules across fields (types and ranges are the
+        fields' own, checked by :func:`~crisscross.core.settings.settings_from_params`)."""
+        object.__setattr__(self, "anchors", {**DEFAULT_ANCHORS, **self.anchors})
+        object.__setattr__(self, "seconds_mean", {**DEFAULT_SECONDS_MEAN, **self.seconds_mean})
+        object.__setattr__(self, "panel_name", self.panel_name.strip())
         problems = []
-        if self.panel_size < 1:
-            problems.append(f"panel_size must be >= 1, got {self.panel_size}")
-        if not 1 <= self.raters_per_batch <= self.panel_size:
-            problems.append(f"raters_per_batch must be in [1, panel_size={self.panel_size}], got {self.raters_per_batch}")
-        problems += [f"{n} must be >= 0, got {getattr(self, n)}" for n in ("bias_sd", "noise_sd", "seconds_sigma") if getattr(self, n) < 0]
-        shares = ("careless_share", "straightline_share")
-        problems += [f"{n} must be in [0, 1], got {getattr(self, n)}" for n in shares if not 0 <= getattr(self, n) <= 1]
-        problems += [f"anchors[{t}] must be (low, high) with low < high, got {a}" for t, a in self.anchors.items() if a[0] >= a[1]]
-        seconds = {
-            **{f"seconds_mean[{t}]": s for t, s in self.seconds_mean.items()},
-            "careless_seconds_mean": self.careless_seconds_mean,
-        }
-        problems += [f"{n} must be > 0, got {s}" for n, s in seconds.items() if s <= 0]
+        if not self.panel_name:
+            problems.append("panel_name must not be blank")
+        if self.raters_per_batch > self.panel_size:
+            problems.append(f"raters_per_batch must be at most panel_size={self.panel_size}, got {self.raters_per_batch}")
+        problems += [f"anchors.{t} must be (low, high) with low < high, got {list(a)}" for t, a in self.anchors.items() if a[0] >= a[1]]
         if any(a <= b for a, b in itertools.pairwise(self.verify_cuts)):
             problems.append(f"verify_cuts must be strictly decreasing, got {list(self.verify_cuts)}")
         if problems:
-            raise ValueError("simulate params: " + "; ".join(problems))
+            raise ValueError("; ".join(problems))
 
-
-_INTEGER_PARAMS = ("raters_per_batch", "panel_size")
-
-
-def _number(name: str, value: object, *, integer: bool = False) -> float:
-    """A finite number (an integer when ``integer``), or an error naming the parameter."""
-    wanted = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
-        raise ValueError(f"simulate params: {name} must be a finite {'integer' if integer else 'number'}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _numbers(name: str, value: object, length: int) -> tuple[float, ...]:
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != length:
-        raise ValueError(f"simulate params: {name} must be a list of {length} numbers, got {value!r}")
-    return tuple(_number(f"{name}[{i}]", v) for i, v in enumerate(value))
-
-
-def _per_task(values: object, name: str) -> dict[str, Any]:
-    if not isinstance(values, Mapping):
-        raise TypeError(f"simulate params: {name} must map task types to values, got {values!r}")
-    unknown = sorted(set(values) - set(TASK_TYPES))
-    if unknown:
-        raise ValueError(f"simulate params: {name} names unknown task types {unknown}; known: {', '.join(TASK_TYPES)}")
-    return dict(values)
+    @classmethod
+    def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
+        """Defaults overridden by ``params``, every value checked and named by its key."""
+        return settings_from_params(cls, params or {}, "simulate", "")
 
 
 def cosine_to_score(cosine: np.ndarray, low: float | np.ndarray, high: float | np.ndarray) -> np.ndarray:
@@ -372,13 +319,15 @@ class Simulate:
     (there is no submission clock).
     """
 
-    def __init__(self, reference: Reference, seed: int, params: Mapping[str, Any] | None = None, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, reference: Reference, seed: int, params: SimulateParams | Mapping[str, Any] | None = None, catalog: Catalog | None = None
+    ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"simulate seed must be a non-negative integer, got {seed!r}")
         self.reference = reference
         self.catalog = catalog  # what BISON's raters are shown (the captions of each image)
         self.seed = seed
-        self.params = SimulateParams.from_mapping(params)
+        self.params = params if isinstance(params, SimulateParams) else SimulateParams.from_mapping(params)
         self.panel = Panel.draw(self.params, seed)
 
     def latent(self, tasks: TableLike) -> np.ndarray:
@@ -510,7 +459,11 @@ class Simulate:
 
 
 def simulate_from_embeddings(
-    embeddings: str | Path, encoder: str, seed: int, params: Mapping[str, Any] | None = None, items: str | Path | None = None
+    embeddings: str | Path,
+    encoder: str,
+    seed: int,
+    params: SimulateParams | Mapping[str, Any] | None = None,
+    items: str | Path | None = None,
 ) -> Simulate:
     """The ``simulate`` provider with ``encoder``'s text vectors from an embed output as reference
     (and the captions table of ``items``, an ingest output, for BISON's task types)."""

@@ -13,7 +13,7 @@ Each source is called with the tasks table and returns :class:`Collected`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,7 +26,6 @@ from crisscross.annotate.simulate import SimulateParams, simulate_from_embedding
 from crisscross.annotate.store import redact
 from crisscross.annotate.validate import validate
 from crisscross.core import io
-from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.core.registry import Registry
 from crisscross.formats.schema import DEFAULT_RULES, SOURCE_PEOPLE, JudgmentRules
@@ -42,6 +41,13 @@ class Collected(NamedTuple):
 
 
 @dataclass(frozen=True)
+class SimulateSettings(SimulateParams):
+    """``annotate.simulate``: the simulated panel, and the reference encoder through whose vectors its raters see the pairs."""
+
+    encoder: str = "use-m3"
+
+
+@dataclass(frozen=True)
 class SourceSettings:
     """What a source may need: the ``--judgments``, ``--embeddings`` and ``--items`` arguments and its params."""
 
@@ -50,7 +56,7 @@ class SourceSettings:
     items: str | None = None  # the ingest output: the captions of each image (BISON CHOOSE)
     format: str = "csv"
     replay_split: str = "test"
-    simulate: Mapping[str, Any] = field(default_factory=lambda: {"encoder": "use-m3"})
+    simulate: SimulateSettings = field(default_factory=SimulateSettings)
     seed: int = 0
     rules: JudgmentRules = DEFAULT_RULES  # what an imported judgment's values may be, as the rater app checks them
 
@@ -123,18 +129,13 @@ def replay(settings: SourceSettings) -> Source:
 def simulate(settings: SourceSettings) -> Source:
     if not settings.embeddings:
         raise ValueError("annotate simulate: --embeddings (the embed output) is required")
-    options = dict(settings.simulate)
-    encoder = str(options.pop("encoder"))
-    try:  # checked here, so a bad value is a one-line error before the pipeline runs
-        SimulateParams.from_mapping(options)
-    except ValueError as error:
-        raise ParamError(f"annotate.simulate: {error}") from None
+    encoder = settings.simulate.encoder
     items = settings.items
     if items is not None and not io.exists(io.join(items, "captions.parquet")):
         raise FileNotFoundError(f"annotate simulate: --items {items} holds no captions.parquet: give the ingest output")
 
     def collect(tasks: pa.Table) -> Collected:
-        provided = simulate_from_embeddings(settings.embeddings, encoder, settings.seed, options, items)(tasks)
+        provided = simulate_from_embeddings(settings.embeddings, encoder, settings.seed, settings.simulate, items)(tasks)
         return Collected(provided.judgments, provided.unjudged, [], {"reference_encoder": encoder})
 
     return collect

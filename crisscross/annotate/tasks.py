@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -241,7 +241,7 @@ class TaskParams:
     18 pairs with one known positive and one known negative, and CxC's five ratings per item."""
 
     batch_size: int = setting(18, low=1)
-    gold_per_batch: Mapping[str, int] = field(default_factory=lambda: {GOLD_POSITIVE: 1, GOLD_NEGATIVE: 1})
+    gold_per_batch: Mapping[str, int] = setting({GOLD_POSITIVE: 1, GOLD_NEGATIVE: 1}, low=0, choices=(GOLD_POSITIVE, GOLD_NEGATIVE))
     replicas: int = setting(5, low=1)
     negative_quantile: float = setting(0.25, low=0.0, high=1.0, open_range=True)
     reference_pairs: int = setting(10_000, low=1)
@@ -443,9 +443,6 @@ def make_batches(items: pa.Table, gold: pa.Table, batch_size: int, gold_per_batc
     in ``item_id`` order; positions 1.. follow a shuffle by a generator keyed by the batch id.
     Batch ids are ``<type>-<number>`` from 1, zero-padded to at least 5 digits.
     """
-    unknown = sorted(set(gold_per_batch) - {GOLD_POSITIVE, GOLD_NEGATIVE})
-    if unknown:
-        raise ValueError(f"gold_per_batch keys must be {GOLD_POSITIVE!r} or {GOLD_NEGATIVE!r}, got {unknown}")
     regular, golden = items.to_pylist(), gold.to_pylist()
     _check_unique(regular, golden)
     rows: list[dict[str, Any]] = []

@@ -59,7 +59,7 @@ def run_job(job: tuple[str, str], inputs: EvaluationInputs) -> tuple[str, str, d
     truth, _ = load_truth(truth_spec, inputs.items)
     spec = inputs.models[model_name]
     model = load_model(model_name, spec, inputs.embeddings, inputs.root)
-    chosen = model_gallery(model, gallery_of(inputs.items), inputs.settings, gallery_rule(model_name, spec))
+    chosen = model_gallery(model, gallery_of(inputs.items), inputs.settings, gallery_rule(spec))
     results = evaluate(
         model, truth, truth.name, chosen.gallery, inputs.settings, inputs.labels or None, inputs.bison, partial=chosen.partial
     )

@@ -21,6 +21,7 @@ import functools
 import logging
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -29,11 +30,12 @@ import numpy as np
 from crisscross.beam.common import default_threads, gather
 from crisscross.core import io, numerics
 from crisscross.core.registry import Registry
+from crisscross.core.settings import setting
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import neighbours_table, prepare
 from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
 
-BACKENDS: Registry[Any] = Registry("similarity backend")
+BACKENDS: Registry[Any] = Registry("similarity backend", options=True)  # each backend's fields are its options
 LOG = logging.getLogger(__name__)
 
 
@@ -74,15 +76,15 @@ def _merge_all(parts: Iterable[TopK]) -> TopK:
 
 
 @BACKENDS.register("exact")
+@dataclass(frozen=True)
 class ExactBackend:
     """Exact search; at most ``block`` rows per block (memory O(N·d + threads·block²));
     ``threads`` per worker process (0: its share of the worker machine's cores)."""
 
-    approximate = False
+    block: int = setting(4096, low=1)
+    threads: int = setting(0, low=0)
 
-    def __init__(self, block: int = 4096, threads: int = 0) -> None:
-        self.block = int(block)
-        self.threads = int(threads)
+    approximate = False
 
     def peak_bytes(self, n: int, d: int, k: int) -> int:
         """Vectors (stored and normalised), one block buffer per thread, and the K-lists (float32
@@ -127,13 +129,15 @@ def hnsw_topk(set_path: str, k: int, m: int, ef_construction: int, ef_search: in
 
 
 @BACKENDS.register("faiss-hnsw")
+@dataclass(frozen=True)
 class FaissHnswBackend:
     """Approximate search with faiss HNSW (``m`` links per node, ``ef_*`` beam widths)."""
 
-    approximate = True
+    m: int = setting(32, low=2)
+    ef_construction: int = setting(200, low=1)
+    ef_search: int = setting(128, low=1)
 
-    def __init__(self, m: int = 32, ef_construction: int = 200, ef_search: int = 128) -> None:
-        self.m, self.ef_construction, self.ef_search = int(m), int(ef_construction), int(ef_search)
+    approximate = True
 
     def peak_bytes(self, n: int, d: int, k: int) -> int:
         """Vectors (stored, normalised, and the index's copy), the graph links and the K + 1 results."""

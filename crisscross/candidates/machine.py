@@ -59,7 +59,7 @@ from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_TEXT_ENCODERS
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T
 from crisscross.scoring.metrics import kendall_tau_b
-from crisscross.scoring.models import Gallery, Model
+from crisscross.scoring.models import MODEL_SPEC, Gallery, Model
 from crisscross.scoring.truths import eccv_data_dir
 
 QUERY_MODES = ("all", "sample", "file")
@@ -76,7 +76,7 @@ _COCO = CocoIdScheme()
 class FilterSettings:
     """``params.yaml`` ``filter:``; ECCV Caption's recipe by default (top-5, negatives beyond top-25, 16 + 2 gold)."""
 
-    annotators: Mapping[str, Any] = setting({})  # name → evaluate.models-style entry ({text, image} or {source: score-matrix, path})
+    annotators: Mapping[str, MODEL_SPEC] = setting({})  # name → evaluate.models-style entry ({text, image} or {source: score-matrix, path})
     text_proxies: tuple[str, ...] = DEFAULT_TEXT_ENCODERS  # offline annotators: co-caption means of these text encoders
     queries: str = setting("sample", choices=QUERY_MODES)
     image_queries: int = setting(1261, low=0)  # queries: sample
@@ -96,9 +96,7 @@ class FilterSettings:
             raise ParamError(f"{where}: filter.negative_depth ({self.negative_depth}) must be >= filter.top_k ({self.top_k})")
         if not self.annotators and not self.text_proxies:
             raise ParamError(f"{where}: filter.annotators and filter.text_proxies are both empty: name at least one machine annotator")
-        for name, spec in self.annotators.items():
-            if not isinstance(spec, Mapping):
-                raise ParamError(f"{where}: filter.annotators.{name} must be a mapping like evaluate.models entries, got {spec!r}")
+        for name in self.annotators:
             if str(name).startswith(PROXY_PREFIX):
                 raise ParamError(f"{where}: filter.annotators.{name}: names starting {PROXY_PREFIX!r} are reserved for text_proxies")
 

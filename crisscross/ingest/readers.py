@@ -41,7 +41,7 @@ import json
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO, NamedTuple
 
@@ -54,6 +54,7 @@ from crisscross.core.errors import UserError
 from crisscross.core.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdScheme, scheme_for
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
+from crisscross.core.settings import setting
 from crisscross.ingest.records import CaptionRecord, ImageRecord
 
 Item = ImageRecord | CaptionRecord | Rejected
@@ -64,13 +65,10 @@ class SourceFileError(UserError, RuntimeError):
 
 
 class Reader(ABC):
-    """Turns one file into records; built by :data:`READERS` from keyword options."""
+    """Turns one file into records; built by :data:`READERS` from keyword options, its fields
+    (checked against their types and choices by the registry, as ``ingest.reader_options``)."""
 
     split: str | None
-
-    def __post_init__(self) -> None:
-        if self.split is not None and not isinstance(self.split, str):
-            raise TypeError(f"option split must be a string or None, got {self.split!r}")
 
     @abstractmethod
     def read(self, path: str) -> Iterator[Item]: ...
@@ -85,25 +83,7 @@ class Reader(ABC):
         return stated
 
 
-READERS: Registry[Reader] = Registry("reader")
-
-
-def _register(name: str) -> Callable[[type[Reader]], type[Reader]]:
-    """Register a reader dataclass; unknown options fail with the list of accepted ones."""
-
-    def add(cls: type[Reader]) -> type[Reader]:
-        accepted = sorted(f.name for f in fields(cls))
-
-        def build(**options: Any) -> Reader:
-            unknown = sorted(set(options) - set(accepted))
-            if unknown:
-                raise TypeError(f"reader {name!r} got unknown option(s) {', '.join(unknown)}; accepted: {', '.join(accepted)}")
-            return cls(**options)
-
-        READERS.register(name)(build)
-        return cls
-
-    return add
+READERS: Registry[Reader] = Registry("reader", options=True)
 
 
 # --- rows -------------------------------------------------------------------------------------
@@ -458,7 +438,7 @@ TEXT_FIELDS = {
 }
 
 
-@_register("coco-karpathy-jsonl")
+@READERS.register("coco-karpathy-jsonl")
 @dataclass(frozen=True, kw_only=True)
 class CocoKarpathyJsonl(Reader):
     """COCO captions with Karpathy ids, one caption per line (``test5k.jsonl``, ``val5k_partial.jsonl``).
@@ -470,12 +450,7 @@ class CocoKarpathyJsonl(Reader):
     """
 
     split: str | None = None
-    text: str = "tok-then-raw"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.text not in TEXT_FIELDS:
-            raise ValueError(f"option text must be one of {', '.join(TEXT_FIELDS)}, got {self.text!r}")
+    text: str = setting("tok-then-raw", choices=tuple(TEXT_FIELDS))
 
     def read(self, path: str) -> Iterator[Item]:
         return _caption_rows(_jsonl_rows(path), self._fields)
@@ -488,7 +463,7 @@ class CocoKarpathyJsonl(Reader):
         return _Fields(image_id, file_name, caption_id, text, self._split(None))
 
 
-@_register("flickr30k-karpathy-jsonl")
+@READERS.register("flickr30k-karpathy-jsonl")
 @dataclass(frozen=True, kw_only=True)
 class Flickr30kKarpathyJsonl(Reader):
     """Flickr30k captions, one per line (``karpathy_imgid``, ``file_name``, ``caption_index``, ``caption_tok``).
@@ -511,7 +486,7 @@ class Flickr30kKarpathyJsonl(Reader):
         return _Fields(image_id, file_name, caption_id, text, self._split(None))
 
 
-@_register("coco-captions")
+@READERS.register("coco-captions")
 @dataclass(frozen=True, kw_only=True)
 class CocoCaptions(Reader):
     """Official COCO ``captions_*.json``: ``images`` (``id``, ``file_name``) and ``annotations``
@@ -547,7 +522,7 @@ class CocoCaptions(Reader):
         return CaptionRecord(caption_id, image_id, text, self._split(None), source, position)
 
 
-@_register("karpathy-json")
+@READERS.register("karpathy-json")
 @dataclass(frozen=True, kw_only=True)
 class KarpathyJson(Reader):
     """Karpathy's ``dataset_coco.json`` / ``dataset_flickr30k.json`` (``images[].sentences[]``).
@@ -618,7 +593,7 @@ TABLE_FIELDS = ("image_id", "caption_id", "text", "file_name", "split")
 TABLE_FORMATS = (".csv", ".jsonl", ".parquet")
 
 
-@_register("table")
+@READERS.register("table")
 @dataclass(frozen=True, kw_only=True)
 class Table(Reader):
     """A generic caption table, CSV (with a header line), JSONL or Parquet, chosen by extension.
@@ -633,16 +608,10 @@ class Table(Reader):
     """
 
     split: str | None = None
-    columns: Mapping[str, str] = field(default_factory=dict)
+    columns: Mapping[str, str] = setting({}, choices=TABLE_FIELDS)
     namespace: str = "ds"
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        unknown = sorted(set(self.columns) - set(TABLE_FIELDS))
-        if unknown:
-            raise ValueError(f"columns maps unknown field(s) {', '.join(unknown)}; fields: {', '.join(TABLE_FIELDS)}")
-        if not all(isinstance(name, str) and name for name in self.columns.values()):
-            raise TypeError(f"columns must map fields to column names, got {dict(self.columns)!r}")
         if not self.namespace or ":" in self.namespace:
             raise ValueError(f"namespace must be non-empty and without ':', got {self.namespace!r}")
         if self.namespace == "coco" and "caption_id" not in self.columns:

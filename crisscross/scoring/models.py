@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +26,7 @@ from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError, UserError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.registry import Registry
+from crisscross.core.settings import Options, setting
 from crisscross.embed.sets import CAPTIONS, IMAGES, EmbeddingSet, set_dir, unit_rows
 from crisscross.formats.eccv import DIRECTIONS
 from crisscross.ingest.records import caption_images
@@ -299,15 +300,25 @@ def _unique_index(ids: Sequence[str], what: str) -> dict[str, int]:
     return index
 
 
-MODEL_SOURCES: Registry[Model] = Registry("model source")
+MODEL_SOURCES: Registry[Model] = Registry("model source", options=True, supplied=("name", "embeddings"))
 
 
-@MODEL_SOURCES.register("embeddings")
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingsOptions:
+    """The options of the ``embeddings`` source: a text encoder, an image encoder, or both."""
+
+    text: str | None = None
+    image: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.text and not self.image:
+            raise ValueError("a model of the embeddings names a text or an image encoder, or both")
+
+
+@MODEL_SOURCES.register("embeddings", options=EmbeddingsOptions)
 def embeddings_model(name: str, *, embeddings: str, text: str | None = None, image: str | None = None) -> Model:
     """Sets of the embed stage's output: caption vectors of ``text``, image vectors of ``image``.
     The same spec for both (an image–text model, e.g. ``precomputed:clip.npz``) is one space."""
-    if not text and not image:
-        raise ValueError(f"model {name!r} names neither a text nor an image encoder")
     sets = {}
     for kind, modality, spec, rows in ((CAPTION_KIND, "text", text, CAPTIONS), (IMAGE_KIND, "image", image, IMAGES)):
         if spec:
@@ -357,19 +368,28 @@ def score_matrix_model(name: str, *, embeddings: str, path: str) -> Model:
             raise InputError(f"{path}: {error}") from error
 
 
+@dataclass(frozen=True)
+class ModelEntry:
+    """The keys of a model's params entry beside its source's options (:data:`MODEL_SPEC`)."""
+
+    source: str = setting("embeddings", choices=tuple(MODEL_SOURCES.names()))
+    gallery: str = setting(AUTO, choices=GALLERY_RULES)  # see :func:`crisscross.scoring.protocol.model_gallery`
+
+
+# A model's params entry (``evaluate.models``, ``filter.annotators``, ``positives.audit_models``):
+# ``{source: embeddings, text: …, image: …}`` (the default source) or ``{source: score-matrix, path: …}``.
+MODEL_SPEC = Annotated[Mapping[str, Any], Options(MODEL_SOURCES, "source", beside=ModelEntry)]
+
+
 def load_model(name: str, spec: Mapping[str, Any], embeddings: str, root: str | None = None) -> Model:
-    """A model from its params entry: ``{source: embeddings, text: …, image: …}`` (the default
-    source) or ``{source: score-matrix, path: …}``; ``gallery`` (see :func:`gallery_rule`) is not
-    the source's.  A relative ``path`` is the launching directory's (``root``): workers start elsewhere."""
+    """A model from its params entry (:data:`MODEL_SPEC`); ``gallery`` is not the source's.  A
+    relative ``path`` is the launching directory's (``root``): workers start elsewhere."""
     options = {k: v for k, v in spec.items() if k not in ("source", "gallery")}
     if "path" in options:
         options["path"] = io.absolute(str(options["path"]), root)
     return MODEL_SOURCES.create(str(spec.get("source", "embeddings")), name=name, embeddings=embeddings, **options)
 
 
-def gallery_rule(name: str, spec: Mapping[str, Any]) -> str:
-    """The ``gallery`` option of a model's params entry (:data:`GALLERY_RULES`, default ``auto``)."""
-    rule = spec.get("gallery", AUTO)
-    if rule not in GALLERY_RULES:
-        raise ParamError(f"evaluate.models.{name}.gallery: {rule!r} is not one of {', '.join(GALLERY_RULES)}")
-    return str(rule)
+def gallery_rule(spec: Mapping[str, Any]) -> str:
+    """The ``gallery`` of a model's params entry (:data:`GALLERY_RULES`, checked with the params), default ``auto``."""
+    return str(spec.get("gallery", AUTO))

@@ -58,6 +58,7 @@ from crisscross.scoring.models import (
     FOLDS,
     FULL,
     GALLERY_RULES,
+    MODEL_SPEC,
     RATING_KINDS,
     SCORE_BLOCK_ELEMENTS,
     TASK_KINDS,
@@ -233,7 +234,7 @@ class EvaluateSettings(Settings):
     against (``verified``; null: none), and the protocol."""
 
     encoders: str | tuple[str, ...] = EVERY_ENCODER
-    models: Mapping[str, Any] = setting({})
+    models: Mapping[str, MODEL_SPEC] = setting({})  # name → a model's params entry
     verified: str | None = "eccv"
 
 

@@ -10,6 +10,7 @@ from crisscross.aggregate.quality import (
     split_by_exclusion,
     split_gold,
 )
+from crisscross.core.errors import ParamError
 from crisscross.formats.schema import VERIFY_ANSWERS
 
 YES, PARTLY, MOSTLY_NO, NO = VERIFY_ANSWERS
@@ -141,12 +142,15 @@ def test_splits_lose_nothing():
 
 def test_rules_from_params():
     assert QualityRules.from_params(None) == QualityRules()
-    rules = QualityRules.from_params({"min_judgments": "30", "min_loo_correlation": 0.5})
+    rules = QualityRules.from_params({"min_judgments": 30, "min_loo_correlation": 0.5})
     assert (rules.min_judgments, rules.min_loo_correlation, rules.min_gold_accuracy) == (30, 0.5, 0.7)
-    with pytest.raises(ValueError, match="unknown quality rule.* min_gold; known: positive_min_score"):
+    with pytest.raises(ParamError, match=r"unknown rules params \['min_gold'\]; known: \['max_straightline_share'"):
         QualityRules.from_params({"min_gold": 1})
-    with pytest.raises(ValueError, match="quality rule min_judgments needs a number, got 'many'"):
-        QualityRules.from_params({"min_judgments": "many"})
+    for value in ("30", "many", 20.5):  # a rule is a number of its type, never read from a string or rounded
+        with pytest.raises(ParamError, match=f"rules.min_judgments must be an integer, got {value!r}"):
+            QualityRules.from_params({"min_judgments": value})
+    with pytest.raises(ParamError, match="rules.min_gold_accuracy must be >= 0.0 and <= 1.0, got 70"):
+        QualityRules.from_params({"min_gold_accuracy": 70})
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from crisscross.annotate.providers import NO_JUDGMENT, UNJUDGED_SCHEMA, Replay, load_cxc_release, release_worker
 from crisscross.annotate.simulate import NO_VECTOR, Reference, Simulate, SimulateParams, cosine_to_score, simulate_from_embeddings
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
+from crisscross.core.errors import ParamError
 from crisscross.core.registry import UnknownNameError
 from crisscross.embed.sets import (
     CAPTIONS,
@@ -212,24 +213,25 @@ def test_simulate_params_defaults_and_validation() -> None:
     partial = SimulateParams.from_mapping({"anchors": {SIS: [0.8, 1.0]}, "verify_cuts": [4, 3, 2]})
     assert partial.anchors[SIS] == (0.8, 1.0) and partial.anchors[STS] == (0.1, 0.9)
     assert partial.verify_cuts == (4.0, 3.0, 2.0)
+    assert SimulateParams.from_mapping({"panel_name": " sim-verify "}).panel_name == "sim-verify"
     cases = {
-        "unknown keys \\['raters'\\]": {"raters": 3},
-        "raters_per_batch must be": {"raters_per_batch": 6, "panel_size": 5},
-        "careless_share must be in": {"careless_share": 1.5},
-        "anchors\\[STS\\] must be": {"anchors": {STS: (0.9, 0.1)}},
-        "anchors names unknown task types \\['XYZ'\\]": {"anchors": {"XYZ": (0, 1)}},
+        "unknown simulate params \\['raters'\\]": {"raters": 3},
+        "raters_per_batch must be at most panel_size=5, got 6": {"raters_per_batch": 6, "panel_size": 5},
+        "careless_share must be >= 0.0 and <= 1.0, got 1.5": {"careless_share": 1.5},
+        "anchors.STS must be \\(low, high\\) with low < high": {"anchors": {STS: (0.9, 0.1)}},
+        "simulate.anchors has key 'XYZ'; its keys must be among": {"anchors": {"XYZ": (0, 1)}},
         "verify_cuts must be strictly decreasing": {"verify_cuts": [1, 2, 3]},
-        "verify_cuts must be a list of 3 numbers": {"verify_cuts": [3, 2]},
-        "seconds_mean\\[SIS\\] must be > 0": {"seconds_mean": {SIS: 0}},
-        "panel_size must be a finite integer, got 2.5": {"panel_size": 2.5},
-        "noise_sd must be a finite number, got 'high'": {"noise_sd": "high"},
-        "anchors\\[SITS\\]\\[1\\] must be a finite number, got nan": {"anchors": {SITS: [0.1, float("nan")]}},
+        "simulate.verify_cuts must be a list of 3, got \\[3, 2\\]": {"verify_cuts": [3, 2]},
+        "simulate.seconds_mean.SIS must be > 0.0, got 0.0": {"seconds_mean": {SIS: 0}},
+        "simulate.panel_size must be an integer, got 2.5": {"panel_size": 2.5},
+        "simulate.noise_sd must be a finite number, got 'high'": {"noise_sd": "high"},
+        "simulate.anchors.SITS\\[1\\] must be a finite number, got nan": {"anchors": {SITS: [0.1, float("nan")]}},
+        "simulate.anchors must be a mapping": {"anchors": [0.1, 0.9]},
+        "panel_name must not be blank": {"panel_name": "  "},
     }
     for message, params in cases.items():
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ParamError, match=message):
             SimulateParams.from_mapping(params)
-    with pytest.raises(TypeError, match="anchors must map task types to values"):
-        SimulateParams.from_mapping({"anchors": [0.1, 0.9]})
     with pytest.raises(ValueError, match="non-negative integer"):
         Simulate(Reference(EmbeddingSet([], np.zeros((0, 2))), EmbeddingSet([], np.zeros((0, 2)))), -1)
     assert cosine_to_score(np.array([0.0, 0.5, 2.0]), 0.0, 1.0).tolist() == [0.0, 2.5, 5.0]

@@ -28,7 +28,7 @@ def test_every_job_is_the_scoring_library(demo_chain: Path) -> None:
     expected = []
     for name, spec in sorted(models.items()):
         model = load_model(name, spec, embeddings)
-        chosen = model_gallery(model, gallery, settings, gallery_rule(name, spec))
+        chosen = model_gallery(model, gallery, settings, gallery_rule(spec))
         expected.append(
             (name, truth.name, evaluate(model, truth, truth.name, chosen.gallery, settings, None, None, partial=chosen.partial))
         )

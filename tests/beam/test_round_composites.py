@@ -15,7 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.aggregate.round import RoundSettings, aggregate_round
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
+from crisscross.annotate.sources import JUDGMENT_SOURCES, SimulateSettings, SourceSettings
 from crisscross.annotate.tasks import TaskParams, build_tasks, gold_spaces, items_from_candidates
 from crisscross.beam.aggregate import AggregateRound
 from crisscross.beam.annotate import CollectJudgments
@@ -62,7 +62,7 @@ def test_build_tasks_is_the_library_and_keeps_its_rejects(paths: dict[str, str],
 
 
 def test_collect_judgments_is_the_simulated_panel(paths: dict[str, str], tasks: Path) -> None:
-    settings = SourceSettings(embeddings=paths["embeddings"], items=paths["items"], simulate={"encoder": "use-m3"}, seed=SEED)
+    settings = SourceSettings(embeddings=paths["embeddings"], items=paths["items"], simulate=SimulateSettings(encoder="use-m3"), seed=SEED)
     collected = JUDGMENT_SOURCES.create("simulate", settings=settings)(io.read_parquet(str(tasks)))
     assert collected.judgments.num_rows > 1000
     with TestPipeline() as pipeline:

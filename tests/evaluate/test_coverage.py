@@ -10,10 +10,11 @@ import pytest
 from benchmarks.reference import reference_retrieval
 from crisscross.core.errors import ParamError, UserError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
+from crisscross.core.settings import settings_from_params
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.scoring.metrics import PositiveRanks, Positives, map_at_r, metrics_from_ranks, r_precision, ranks_of_positives
 from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, ScoreMatrixModel, gallery_rule
-from crisscross.scoring.protocol import Settings, evaluate, evaluate_bison, model_gallery, retrieval_ranks
+from crisscross.scoring.protocol import EvaluateSettings, Settings, evaluate, evaluate_bison, model_gallery, retrieval_ranks
 from crisscross.scoring.truths import COMPAT_R, GroundTruth
 from tests.scoring.test_protocol import N_IMAGES, PER_IMAGE, dense, synthetic
 
@@ -98,10 +99,10 @@ def test_models_with_caption_vectors_are_refused_by_default_and_captions_must_be
 
 
 def test_gallery_option_is_checked_and_not_passed_to_the_source():
-    assert gallery_rule("m", {"image": "x"}) == "auto"
-    assert gallery_rule("m", {"image": "x", "gallery": "covered"}) == "covered"
-    with pytest.raises(ParamError, match="evaluate.models.m.gallery: 'some' is not one of auto, full, covered"):
-        gallery_rule("m", {"gallery": "some"})
+    assert gallery_rule({"image": "x"}) == "auto"
+    assert gallery_rule({"image": "x", "gallery": "covered"}) == "covered"
+    with pytest.raises(ParamError, match=r"p.yaml: evaluate.models.m.gallery must be one of \['auto', 'full', 'covered'\], got 'some'"):
+        settings_from_params(EvaluateSettings, {"models": {"m": {"image": "x", "gallery": "some"}}}, "evaluate", "p.yaml")
 
 
 def test_score_matrix_model_with_part_of_the_images_and_bison_on_the_sub_gallery():

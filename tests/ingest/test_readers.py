@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import READERS, SourceFileError
 from crisscross.ingest.records import CaptionRecord, ImageRecord
@@ -223,19 +224,21 @@ def test_unusable_files_raise_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(TypeError, match="unknown option.*txt.*accepted: split, text"):
+    with pytest.raises(ParamError, match="txt is not an option of reader 'coco-karpathy-jsonl'; options: split, text"):
         READERS.create("coco-karpathy-jsonl", txt="raw")
-    with pytest.raises(ValueError, match="tok-then-raw"):
+    with pytest.raises(ParamError, match="text must be one of .*tok-then-raw"):
         READERS.create("coco-karpathy-jsonl", text="both")
-    with pytest.raises(TypeError, match="split"):
+    with pytest.raises(ParamError, match="split must be a non-empty string, got 3"):
         READERS.create("flickr30k-karpathy-jsonl", split=3)
     with pytest.raises(KeyError, match="karpathy-json"):
         READERS.create("karpathy")
-    with pytest.raises(ValueError, match="columns maps unknown field"):
+    with pytest.raises(ParamError, match="columns has key 'caption'; its keys must be among"):
         READERS.create("table", columns={"caption": "text"})
-    with pytest.raises(ValueError, match="caption_id"):
+    with pytest.raises(ParamError, match="columns.text must be a non-empty string"):
+        READERS.create("table", columns={"text": ""})
+    with pytest.raises(ParamError, match="caption_id"):
         READERS.create("table", namespace="coco")
-    with pytest.raises(ValueError, match="namespace"):
+    with pytest.raises(ParamError, match="namespace"):
         READERS.create("table", namespace="a:b")
     assert READERS.names() == ["coco-captions", "coco-karpathy-jsonl", "flickr30k-karpathy-jsonl", "karpathy-json", "table"]
 

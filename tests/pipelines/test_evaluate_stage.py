@@ -218,7 +218,7 @@ def test_a_score_matrix_covering_part_of_the_images_runs_when_asked(demo_build: 
     assert len(err.strip().splitlines()) == 1
     params.write_text(json.dumps({"evaluate": {"models": {"half": {**spec, "gallery": "sometimes"}}}}))
     assert cli([*base, "--params", str(params), "--out", str(tmp_path / "bad")]) == 2
-    assert "evaluate.models.half.gallery: 'sometimes' is not one of auto, full, covered" in capsys.readouterr().err
+    assert f"{params}: evaluate.models.half.gallery must be one of ['auto', 'full', 'covered'], got 'sometimes'" in capsys.readouterr().err
     # asked for, it is scored on its 49 images and their captions, and says so
     models = {"half": {**spec, "gallery": "covered"}, "proxy": {"source": "score-matrix", "path": str(demo_build / "proxy.npz")}}
     metrics = run(tmp_path, demo_build / "embeddings", demo_build / "items", ["coco"], models, "covered")
