@@ -1,30 +1,47 @@
-"""What the fuzz tests of the file readers share: seeded random inputs, bad values and the accounting checks.
+"""What the property-based (Hypothesis) tests of the file readers share: strategies, settings and
+the accounting checks.
 
-Used by ``tests/annotate/test_fuzz_judgment_formats.py`` (judgment formats) and
-``tests/ingest/test_fuzz_readers.py`` (source readers).  Each format or reader gets (a) random inputs
-(raw bytes, printable text, JSON-ish token soup, mutated copies of a valid sample, valid samples with
-random bytes or printable junk spliced in), (b) every truncation prefix of a small valid file, and
-(c) named structured mutations (a wrong type in each field, null, nested lists, huge numbers, NaN,
-BOM, CRLF, NUL, invalid UTF-8 in the middle, …).
+Every reader's test draws files from :func:`file_inputs`: random bytes, printable junk, JSON-ish
+token soup, a structurally valid file built from the reader's own sample with random values in its
+fields (``structured``), and either of the last two mutated at the byte level (cut, spliced,
+bytes flipped, pieces repeated or dropped).  Values come from :func:`json_values`: the reader's own
+strings, the numbers and literals that broke readers before (5000-digit integers, ``1e999``,
+nesting deeper than Python's recursion limit, NaN, lone surrogates) and arbitrary text.
 
-Each test file keeps its own samples, its own strings to draw from and its own accounting rules; what
-is here draws the random numbers in a fixed order, so a seed gives the same inputs whichever file asks.
+Settings are fixed so CI is deterministic: :func:`fuzz` gives ``derandomize=True`` (the same
+examples on every run), no example database and no deadline.  Each test file keeps its samples, its
+accounting rules (:class:`Expect`) and its ``@example`` regressions: inputs that once made a reader
+crash or lose a record.
 """
 
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import json
-import random
 import string
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-SEED = 20260705
-N_RANDOM = 200
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
 BOM = codecs.BOM_UTF8
+
+
+def fuzz(examples: int) -> settings:
+    """Deterministic settings for a reader's property test: ``examples`` inputs, the same on every run."""
+    return settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    )
+
 
 # ---------------------------------------------------------------------------- checking one input
 
@@ -42,9 +59,9 @@ def assert_one_line(message: str, name: str) -> None:
     assert len(message.splitlines()) == 1 and name in message, f"not a one-line error naming the file: {message!r}"
 
 
-def describe(case_id: str, data: bytes, label: str) -> str:
+def describe(case_id: str, data: bytes) -> str:
     """How a failure names its input."""
-    return f"{case_id} [{label}], input {data[:200]!r}{'…' if len(data) > 200 else ''} ({len(data)} bytes)"
+    return f"{case_id}, input {data[:200]!r}{'…' if len(data) > 200 else ''} ({len(data)} bytes)"
 
 
 T = TypeVar("T")
@@ -67,7 +84,7 @@ Out = TypeVar("Out", bound=Sourced)
 
 
 def assert_accounted(
-    where: str, expect: Expect, error: Exception | None, outputs: list[Out], check_output: Callable[[Out], None], noun: str
+    where: str, expect: Expect, error: Exception | None, outputs: Sequence[Out], check_output: Callable[[Out], None], noun: str
 ) -> None:
     """The reader raised exactly when the file is unusable; otherwise every output passes ``check_output``, comes
     from a source the rule knows, and each source gives as many as the rule says."""
@@ -83,13 +100,37 @@ def assert_accounted(
     assert not wrong, f"{where}: {noun} counts {dict(list(wrong.items())[:5])} outside the rule (lost or duplicated records)"
 
 
-def prefix_ends(size: int, most: int) -> list[int]:
-    """Where to cut a file of ``size`` bytes: every byte, or every k-th so at most about ``most`` prefixes, and the whole."""
-    step = max(1, size // most)
-    return [*range(0, size, step), size]
+def csv_record_starts(text: str) -> tuple[list[str] | None, list[int]] | None:
+    """The header (None for an empty text) and the first physical line of every later CSV record
+    that is not an empty line (one the csv module raises ``csv.Error`` on included), as Python's
+    csv module splits ``text``; None when the header itself cannot be parsed."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+    except csv.Error:
+        return None
+    starts = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            if next(reader) == []:
+                continue
+        except csv.Error:
+            pass
+        except StopIteration:
+            return header, starts
+        starts.append(start)
 
 
-# ---------------------------------------------------------------------------- generators
+def decoded(data: bytes) -> str | None:
+    """The text of a file that readers decode whole (a BOM allowed), or None when it is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------------------- JSON values
 
 
 class Raw(str):
@@ -120,148 +161,124 @@ def encode(text: str) -> bytes:
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
-NUMBERS = [0, 1, -1, 7, 2**31, 2**63, 10**30, 1.5, -0.0, 1e308, float("nan"), float("inf"), -float("inf"), True, False]
+NUMBERS = [0, 1, -1, 7, 2**31, 2**63, 10**30, 10**400, 1.5, -0.0, 1e308, float("nan"), float("inf"), -float("inf"), True, False]
 RAWS = [Raw("1" * 5000), Raw("1e999"), Raw("-1e-999"), Raw(DEEP), Raw("NaN"), Raw("-Infinity")]
+NASTY_STRINGS = ["", " ", "\t", "a\nb", "a\r\nb", "a\u2028b", "\x00", "\ud800", "é", "٣", "9" * 5000, "x" * 3000, "\ufeffa", "'=cmd"]
 
 
-@dataclass(frozen=True)
-class Values:
-    """Random JSON values: the shared numbers and raw literals, and a format's own ``strings``."""
+def json_values(strings: Sequence[str], keys: Sequence[str]) -> st.SearchStrategy[Any]:
+    """JSON values (as :func:`dumps` writes them): the reader's ``strings`` and the shared nasty
+    ones, numbers Python or the reader may not hold, raw literals, arbitrary short text, and lists
+    and objects (keys from ``keys``) of those."""
+    leaves = st.one_of(
+        st.none(),
+        st.sampled_from(NUMBERS),
+        st.integers(-(10**20), 10**20),
+        st.sampled_from([*strings, *NASTY_STRINGS]),
+        st.sampled_from(RAWS),
+        st.text(max_size=8),
+    )
+    return st.recursive(
+        leaves, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(list(keys)), inner, max_size=3), max_leaves=6
+    )
 
-    strings: list[str]
-    keys: list[str]  # the keys of generated objects
 
-    def random(self, rng: random.Random, depth: int = 0) -> Any:
-        r = rng.random()
-        if r < 0.1:
-            return None
-        if r < 0.3:
-            return rng.choice(NUMBERS) if rng.random() < 0.7 else rng.randint(-(10**9), 10**9)
-        if r < 0.65:
-            return rng.choice(self.strings)
-        if r < 0.7:
-            return rng.choice(RAWS)
-        if depth > 2 or r < 0.85:
-            return [self.random(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-        return {rng.choice(self.keys): self.random(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+@st.composite
+def mutated_object(draw: st.DrawFn, obj: dict[str, Any], keys: Sequence[str], values: st.SearchStrategy[Any]) -> dict[str, Any]:
+    """A copy of ``obj`` with one to three of ``keys`` set to a drawn value or dropped, or another key added."""
+    obj = dict(obj)
+    for _ in range(draw(st.integers(1, 3))):
+        action, key = draw(st.sampled_from(["set", "set", "set", "drop", "add"])), draw(st.sampled_from(list(keys)))
+        if action == "set":
+            obj[key] = draw(values)
+        elif action == "drop":
+            obj.pop(key, None)
+        else:
+            obj[draw(st.text(max_size=6))] = draw(values)
+    return obj
 
-    def mutate(self, rng: random.Random, obj: dict[str, Any], keys: list[str]) -> dict[str, Any]:
-        """A copy of ``obj`` with one to three of ``keys`` set to a random value or dropped, or a key added."""
-        obj = dict(obj)
-        for _ in range(rng.randint(1, 3)):
-            r, key = rng.random(), rng.choice(keys)
-            if r < 0.6:
-                obj[key] = self.random(rng)
-            elif r < 0.8:
-                obj.pop(key, None)
-            else:
-                obj[rng.choice(self.strings[:8])] = self.random(rng)
-        return obj
 
+# ---------------------------------------------------------------------------- bytes
 
 ALPHABET = string.printable + '",,{}[]::\n\n\n\r\x00é\u2028\ufeff\x85'
+printable = st.text(alphabet=ALPHABET, max_size=300).map(str.encode)
+INVALID_UTF8 = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf"]
+SPLICES = [
+    BOM,
+    b"\x00",
+    b"\r",
+    b"\r\n",
+    b"\n",
+    b'"',
+    b",",
+    b"]",
+    b"[",
+    b"{",
+    b"}",
+    b"\\",
+    *INVALID_UTF8,
+    b"1" * 5000,
+    b"x" * 200_000,
+    DEEP.encode(),
+]
 
 
-def random_bytes(rng: random.Random, most: int) -> bytes:
-    return rng.randbytes(rng.randint(0, most))
+def json_tokens(names: Sequence[str]) -> st.SearchStrategy[bytes]:
+    """JSON-ish token soup: punctuation, literals and ``names`` (quoted keys and values)."""
+    tokens = ["{", "}", "[", "]", ":", ",", '"', "null", "true", "NaN", "1e999", "-0", "7", "\n", " ", "\\u0000", '"\\ud800"', "1" * 50]
+    return st.lists(st.sampled_from([*tokens, *names]), min_size=1, max_size=60).map(lambda parts: "".join(parts).encode())
 
 
-def random_printable(rng: random.Random, most: int) -> bytes:
-    return "".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, most))).encode()
+@st.composite
+def mutated_bytes(draw: st.DrawFn, data: bytes) -> bytes:
+    """``data`` after one to four byte-level edits: cut short, a slice dropped, repeated or replaced
+    by random bytes, printable junk or a piece known to trouble parsers, a byte flipped."""
+    for _ in range(draw(st.integers(1, 4))):
+        size = len(data)
+        start = draw(st.integers(0, size))
+        end = draw(st.integers(start, min(size, start + 40)))
+        action = draw(st.sampled_from(["cut", "drop", "repeat", "splice", "splice", "junk", "flip"]))
+        if action == "cut":
+            data = data[:start]
+        elif action == "drop":
+            data = data[:start] + data[end:]
+        elif action == "repeat":
+            data = data[:end] + data[start:end] + data[end:]
+        elif action == "splice":
+            data = data[:start] + draw(st.sampled_from(SPLICES)) + data[end:]
+        elif action == "junk":
+            data = data[:start] + draw(st.binary(max_size=20) | st.text(alphabet=ALPHABET, max_size=20).map(str.encode)) + data[end:]
+        elif size:
+            at = min(start, size - 1)
+            data = data[:at] + bytes([draw(st.integers(0, 255))]) + data[at + 1 :]
+    return data
 
 
-def json_tokens(rng: random.Random, word: str, names: Iterable[str]) -> bytes:
-    """JSON-ish token soup: punctuation, literals, the JSON string ``word`` and ``names`` (quoted keys and values)."""
-    tokens = ["{", "}", "[", "]", ":", ",", '"', "null", "true", "NaN", "1e999", "-0", "7", word, "\n", " ", "\\u0000"]
-    tokens += ['"\\ud800"', "1" * 50, *names]
-    return "".join(rng.choice(tokens) for _ in range(rng.randint(1, 60))).encode()
+@st.composite
+def edited_row(draw: st.DrawFn, cells: Sequence[str], values: st.SearchStrategy[str], most: int) -> list[str]:
+    """``cells`` after up to ``most`` edits: a cell replaced by a drawn value, one added, the last dropped."""
+    cells = list(cells)
+    for _ in range(draw(st.integers(0, most))):
+        action = draw(st.sampled_from(["replace", "replace", "replace", "add", "drop"]))
+        if action == "replace" and cells:
+            cells[draw(st.integers(0, len(cells) - 1))] = draw(values)
+        elif action == "add":
+            cells.append(draw(values))
+        elif cells:
+            cells.pop()
+    return cells
 
 
-class Sample(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def sample(self) -> bytes: ...
-
-
-C = TypeVar("C", bound=Sample)
-
-
-def random_inputs(
-    case: C,
-    tokens: Callable[[random.Random, C], bytes],
-    structured: Callable[[random.Random, C], bytes],
-    splice: Callable[[random.Random, int], bytes],
-) -> list[tuple[str, bytes]]:
-    """``N_RANDOM`` inputs seeded by the case: raw bytes, printable text, ``tokens``, ``structured`` (close to
-    a valid file) and the valid sample with a slice replaced by ``splice`` (up to 20 bytes), in turn."""
-    rng = random.Random(f"{SEED}/{case.id}")
-    out = []
-    for i in range(N_RANDOM):
-        kind = ("bytes", "printable", "json-tokens", "structured", "spliced")[i % 5]
-        if kind == "bytes":
-            data = random_bytes(rng, 400)
-        elif kind == "printable":
-            data = random_printable(rng, 300)
-        elif kind == "json-tokens":
-            data = tokens(rng, case)
-        elif kind == "structured":
-            data = structured(rng, case)
-        else:
-            start = rng.randrange(len(case.sample))
-            end = min(len(case.sample), start + rng.randint(0, 20))
-            data = case.sample[:start] + splice(rng, 20) + case.sample[end:]
-        out.append((f"{kind} #{i}", data))
-    return out
-
-
-# ---------------------------------------------------------------------------- structured mutations
-
-BAD_VALUES: dict[str, Any] = {
-    "number": 123456789,
-    "negative": -1,
-    "float": 1.5,
-    "huge-float": 1e308,
-    "huge-int-literal": Raw("1" * 5000),
-    "long-digit-string": "9" * 5000,
-    "nan": float("nan"),
-    "infinity": float("inf"),
-    "null": None,
-    "true": True,
-    "empty": "",
-    "blank": "  ",
-    "nested-list": [["a"]],
-    "object": {"a": 1},
-    "nul": "a\x00b",
-    "u2028": "a\u2028b",
-    "lone-surrogate": "\ud800",
-    "deep": Raw(DEEP),
-}
-
-# lines no JSON Lines reader can take as a record
-BAD_JSON_LINES = {
-    "array": b"[1, 2]",
-    "string": b'"text"',
-    "number": b"1" * 5000,
-    "nan": b"NaN",
-    "null": b"null",
-    "deep": DEEP.encode(),
-}
-
-BAD_CSV_CELLS = {
-    "empty": b"",
-    "quote": b'"',
-    "unterminated": b'"never closed',
-    "inner-quote": b'a"b',
-    "cr": b"a\rb",
-    "nul": b"a\x00b",
-    "huge": b"x" * 200_000,
-    "huge-quoted": b'"' + b"x" * 200_000 + b'"',
-    "extra-cells": b"a,b,c,d",
-}
-
-INVALID_UTF8 = {"ff": b"\xff", "truncated": b"\xc3", "surrogate": b"\xed\xa0\x80", "overlong": b"\xc0\xaf"}
+def file_inputs(sample: bytes, structured: st.SearchStrategy[bytes], tokens: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    """Every kind of input a reader's property test draws (module docstring)."""
+    return st.one_of(
+        st.binary(max_size=400),
+        printable,
+        tokens,
+        structured,
+        structured.flatmap(mutated_bytes),
+        mutated_bytes(sample),
+    )
 
 
 def replace_line(data: bytes, number: int, new: bytes, end: bytes = b"\n") -> bytes:

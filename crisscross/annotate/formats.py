@@ -5,7 +5,9 @@
 record that cannot be parsed at all, or whose values hold text UTF-8 cannot encode (a JSON
 ``\\udXXX`` half surrogate pair), becomes a ``Rejected`` (``malformed-record``); a file that cannot
 be read at all raises :class:`JudgmentFileError` with a one-line message naming it, and no other
-exception leaves a reader, whatever the bytes (``tests/annotate/test_fuzz_judgment_formats.py``).
+exception leaves a reader, whatever the bytes (``tests/annotate/test_fuzz_judgment_formats.py``:
+property-based tests).  The import source reads each file through :func:`crisscross.core.io.read_bytes`,
+so only regular files are read.
 Values are passed on as written: :mod:`crisscross.annotate.validate` checks them.  A record names
 its item by ``item_id``, by ``task_type`` + ``id_a`` + ``id_b``, or by ``batch_id`` + ``position``.
 The task files these answer are written by :mod:`crisscross.annotate.exports`.
@@ -32,6 +34,7 @@ from crisscross.annotate.exports import ANSWER_CONTROL, SCORE_CONTROL
 from crisscross.annotate.store import open_store, redact
 from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import UserError
+from crisscross.core.io import JSON_ERRORS, first_line
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 
@@ -96,18 +99,6 @@ def _malformed(name: str, line: int, detail: str, record: object) -> Rejected:
     return reject("judgment", "", "malformed-record", detail, f"{name}:{line}", _as_record(record))
 
 
-def _first_line(error: BaseException) -> str:
-    """An exception's message as one line, for a :class:`JudgmentFileError` or a reject's detail."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
-# What ``json.loads`` raises for text that is no usable JSON: JSONDecodeError (a ValueError), a
-# plain ValueError for an integer longer than Python converts (4300 digits), RecursionError for
-# nesting deeper than the interpreter's recursion limit.
-_JSON_ERRORS = (ValueError, RecursionError)
-
-
 def _csv_table(name: str, data: bytes) -> tuple[list[str] | None, Iterator[tuple[int, dict[str, str] | Rejected]]]:
     """The header (None for an empty file) and (first physical line, row by header) for each CSV
     record after it.  A record the csv module cannot parse (a cell over its field limit, a stray
@@ -116,13 +107,13 @@ def _csv_table(name: str, data: bytes) -> tuple[list[str] | None, Iterator[tuple
     records = csv_records(enumerate(io.StringIO(_text(name, data), newline=""), start=1))
     first = next(records, None)
     if first is not None and first.error is not None:
-        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({_first_line(first.error)})") from first.error
+        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({first_line(first.error)})") from first.error
     header = first.cells if first is not None else None
 
     def rows(header: list[str]) -> Iterator[tuple[int, dict[str, str] | Rejected]]:
         for record in records:
             if record.cells is None:
-                yield record.line, _malformed(name, record.line, f"not readable CSV: {_first_line(record.error)}", {"text": record.text})
+                yield record.line, _malformed(name, record.line, f"not readable CSV: {first_line(record.error)}", {"text": record.text})
             elif record.cells and len(record.cells) != len(header):
                 detail = f"{len(record.cells)} cells but the header has {len(header)}"
                 yield record.line, _malformed(name, record.line, detail, {"cells": record.cells})
@@ -172,8 +163,8 @@ class JsonlJudgments(JudgmentFormat):
                 continue
             try:
                 obj = json.loads(text)
-            except _JSON_ERRORS as error:
-                out.append(_malformed(name, line, f"not JSON: {_first_line(error)}", text))
+            except JSON_ERRORS as error:
+                out.append(_malformed(name, line, f"not JSON: {first_line(error)}", text))
                 continue
             if not isinstance(obj, dict):
                 out.append(_malformed(name, line, f"a JSON {type(obj).__name__}, not an object", text))
@@ -277,8 +268,8 @@ class LabelStudioJudgments(JudgmentFormat):
     def read(self, name: str, data: bytes) -> list[RawJudgment | Rejected]:
         try:
             document = json.loads(_text(name, data))
-        except _JSON_ERRORS as error:
-            raise JudgmentFileError(f"{name}: not a JSON document ({_first_line(error)})") from error
+        except JSON_ERRORS as error:
+            raise JudgmentFileError(f"{name}: not a JSON document ({first_line(error)})") from error
         if not isinstance(document, list):
             raise JudgmentFileError(f"{name}: a Label Studio export is a list of tasks, got a JSON {type(document).__name__}")
         out: list[RawJudgment | Rejected] = []

@@ -26,7 +26,7 @@ from crisscross.annotate.simulate import SimulateParams, simulate_from_embedding
 from crisscross.annotate.store import redact
 from crisscross.annotate.validate import validate
 from crisscross.core import io
-from crisscross.core.quarantine import Rejected
+from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 from crisscross.formats.schema import DEFAULT_RULES, SOURCE_PEOPLE, JudgmentRules
 
@@ -65,18 +65,28 @@ Source = Callable[[pa.Table], Collected]
 JUDGMENT_SOURCES: Registry[Source] = Registry("judgment source")
 
 
-def _files(paths: tuple[str, ...]) -> list[Path]:
+def _files(paths: tuple[str, ...]) -> tuple[list[Path], list[Rejected]]:
+    """The judgment files to read, and a ``not-a-regular-file`` reject for each FIFO, socket or
+    device inside a given folder (never opened).  A path given itself is read as it is: a
+    special file there is the reader's one-line error."""
     found: list[Path] = []
+    refused: list[Rejected] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file())
-        elif path.is_file():
+            for entry in sorted(p for p in path.rglob("*") if not p.is_dir()):
+                kind = io.not_regular(str(entry))
+                if kind:
+                    error = io.refusal(str(entry), kind)
+                    refused.append(reject("file", str(entry), error.reason, str(error), str(entry), {"path": str(entry)}))
+                else:
+                    found.append(entry)
+        elif path.exists():
             found.append(path)
         else:
             raise FileNotFoundError(f"no judgment file or folder {path}")
     if not found:
         raise FileNotFoundError(f"no judgment files under {', '.join(paths) or '(no --judgments given)'}")
-    return found
+    return found, refused
 
 
 @JUDGMENT_SOURCES.register("import")
@@ -92,9 +102,9 @@ def import_files(settings: SourceSettings) -> Source:
                 records += reader.read_database(location)
             facts: dict[str, Any] = {"databases": [redact(location) for location in settings.judgments]}
         else:
-            files = _files(settings.judgments)
+            files, records = _files(settings.judgments)
             for path in files:
-                records += reader.read(str(path), path.read_bytes())
+                records += reader.read(str(path), io.read_bytes(str(path)))
             facts = {"files": [str(f) for f in files]}
         judgments, rejected = validate(records, tasks, SOURCE_PEOPLE, settings.rules)
         frame = tasks.to_pandas()

@@ -3,7 +3,8 @@
 Items: captions are grouped by image (a caption's line in its image's Sentences file is its rank
 by caption id), then each caption is chunked in parallel.  A release: each ``Sentences/*.txt`` is
 parsed in parallel, keeping its chains and types; a file whose brackets do not parse is one
-``Rejected``.  Pronouns and non-visual terms the chunker leaves out are counted, not rows.
+``Rejected`` (``malformed-sentences``), and so is a FIFO, socket, device or directory named like
+one (``not-a-regular-file``), which is never opened.  Pronouns and non-visual terms the chunker leaves out are counted, not rows.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ def _chunk(caption: Caption, source: str) -> Iterator[Any]:
 def _sentences(path: str) -> Iterator[Any]:
     target = linked_away(path)
     if target is not None:
-        yield reject("sentences", path, "outside-folder", f"a link to {target}, outside the release's Sentences/", path, path)
+        yield reject("sentences", path, "outside-folder", f"a link to {target}, outside the release's Sentences/", path, {"path": path})
         return
     try:
         captions, mentions = sentences_file(path, io.read_bytes(path).decode("utf-8"))
+    except io.NotARegularFileError as error:
+        yield reject("sentences", path, error.reason, str(error), path, {"path": path})
+        return
     except (SentenceError, UnicodeDecodeError) as error:
-        yield reject("sentences", path, "malformed-sentences", str(error).splitlines()[0], path, path)
+        yield reject("sentences", path, "malformed-sentences", io.first_line(error), path, {"path": path})
         return
     for caption in captions:
         yield beam.pvalue.TaggedOutput(CAPTION, caption)

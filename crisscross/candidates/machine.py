@@ -57,7 +57,7 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_TEXT_ENCODERS
-from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T
+from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, read_positives
 from crisscross.scoring.metrics import kendall_tau_b
 from crisscross.scoring.models import MODEL_SPEC, Gallery, Model
 from crisscross.scoring.truths import eccv_data_dir
@@ -178,7 +178,7 @@ def read_query_file(spec: str) -> tuple[list[tuple[str, str]], list[Rejected]]:
             file = path / name
             if not file.is_file():
                 raise InputError(f"query folder {path} lacks {name}")
-            for key in json.loads(file.read_text(encoding="utf-8")):
+            for key in read_positives(str(file)):
                 try:
                     out.append((_COCO.parse(key, DIRECTIONS[direction][0]), f"{file}:{key}"))
                 except IdFormError as error:
@@ -186,7 +186,11 @@ def read_query_file(spec: str) -> tuple[list[tuple[str, str]], list[Rejected]]:
         return out, rejected
     if not path.is_file():
         raise InputError(f"no query file {spec} (filter.query_file: 'eccv', an ECCV-shaped folder, or a file of canonical ids)")
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = io.read_bytes(str(path)).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"query file {path}: not UTF-8 ({error})") from error
+    for number, line in enumerate(text.splitlines(), start=1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue

@@ -85,7 +85,10 @@ class IdScheme:
     def _parse(self, value: object, kind: str, to_native: Callable[[str], str]) -> str:
         # A canonical id must be of this namespace and kind: "coco:cap:5" is never an image id,
         # and the plain scheme must not nest another namespace's id inside its own.
-        text = str(value).strip()
+        try:
+            text = str(value).strip()
+        except ValueError as error:  # an int of more digits than Python converts to text
+            raise IdFormError(f"not a {self.namespace} {kind} id: {error}") from error
         try:
             split_id(text)
         except IdFormError:
@@ -97,6 +100,14 @@ class IdScheme:
 
     def _native_caption(self, text: str) -> str:
         return text
+
+
+def _number(digits: str, what: str) -> int:
+    """``int(digits)`` of an id's digits: more digits than Python converts (4300) is no id either."""
+    try:
+        return int(digits)
+    except ValueError as error:
+        raise IdFormError(f"not a {what}: {len(digits)} digits, more than Python converts to a number") from error
 
 
 # Patterns are used with ``fullmatch`` (``$`` would also accept a trailing newline) and ASCII
@@ -115,25 +126,25 @@ class CocoIdScheme(IdScheme):
     subset: str = "val2014"
 
     def published_image(self, canonical: str) -> str:
-        return f"COCO_{self.subset}_{int(self.native(canonical, IMAGE_KIND)):012d}.jpg"
+        return f"COCO_{self.subset}_{self.coco_int(canonical, IMAGE_KIND):012d}.jpg"
 
     def published_caption(self, canonical: str) -> str:
-        return f"COCO_{self.subset}:sentid:{int(self.native(canonical, CAPTION_KIND))}"
+        return f"COCO_{self.subset}:sentid:{self.coco_int(canonical, CAPTION_KIND)}"
 
     def coco_int(self, canonical: str, kind: str) -> int:
-        return int(self.native(canonical, kind))
+        return _number(self.native(canonical, kind), f"COCO {kind} id")
 
     def _native_image(self, text: str) -> str:
         match = _COCO_FILE.fullmatch(text) or _COCO_2017_FILE.fullmatch(text) or _DIGITS.fullmatch(text)
         if not match:
             raise IdFormError(f"not a COCO image id or file name: {text!r}")
-        return str(int(match.group(1)))
+        return str(_number(match.group(1), "COCO image id"))
 
     def _native_caption(self, text: str) -> str:
         match = _COCO_SENTID.fullmatch(text) or _DIGITS.fullmatch(text)
         if not match:
             raise IdFormError(f"not a COCO caption id: {text!r}")
-        return str(int(match.group(1)))
+        return str(_number(match.group(1), "COCO caption id"))
 
 
 _FLICKR_FILE = re.compile(r"(?:.*/)?(\d+)\.jpg", re.ASCII)
@@ -167,7 +178,7 @@ class FlickrIdScheme(IdScheme):
         match = _FLICKR_CAPTION.fullmatch(text) or _FLICKR_BARE_CAPTION.fullmatch(text)
         if not match:
             raise IdFormError(f"not a Flickr30k caption id: {text!r}")
-        return f"{match.group(1)}#{int(match.group(2))}"
+        return f"{match.group(1)}#{_number(match.group(2), 'Flickr30k caption index')}"
 
 
 ID_SCHEMES: Registry[IdScheme] = Registry("id scheme")

@@ -1,31 +1,50 @@
 """Decoding image files into RGB pixels, the same way for ingest checks and for encoders.
 
-Files are read through Beam's ``FileSystems`` so local paths and ``gs://`` paths behave alike.
+Files are read through :func:`crisscross.core.io.read_bytes`, so local paths and ``gs://`` paths
+behave alike and only regular files are read (a FIFO named ``x.jpg`` is unreadable, not waited on).
 A file that cannot be fully decoded is an error, never a silently partial image: Pillow's
 ``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay ``False`` (the default) and every image is decoded
 completely before it is used, so a truncated JPEG fails here instead of yielding grey pixels.
+
+An image whose header states more than :data:`MAX_IMAGE_PIXELS` pixels is unreadable before any
+pixel is decoded: a decompression bomb (a small file that inflates to gigabytes) is refused with
+its size, never decoded, and never only warned about.
 """
 
 from __future__ import annotations
 
 import io
 import struct
+import warnings
 
 import numpy as np
 from PIL import ExifTags, Image, ImageFile, ImageOps
 
 from crisscross.core.io import read_bytes
 
+# The most pixels (width × height, as the header states them) an image may have: 50 megapixels,
+# e.g. 8660 × 5773.  Photo collections stay far below it (COCO and Flickr30k at most 640 × 640, a
+# 45-megapixel camera's full frame fits); decoding one image at the limit holds about 350 MB
+# (RGBA, then RGB).  A constant, not a param: ingest's check and embed's decoding must agree on
+# which images have pixels, and the limit is a safety bound on the machine, not a dataset choice.
+MAX_IMAGE_PIXELS = 50_000_000
+
+# Pillow's own guard runs inside Image.open, before the check below can: from its threshold
+# (about 89 megapixels) it only warns.  Made an error here, so such a file is unreadable too.
+warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+
 # Everything Pillow raises for a file it cannot decode (plugins differ: truncated JPEGs raise
-# OSError, broken PNG chunks SyntaxError, short headers EOFError or struct.error).
-_DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, Image.DecompressionBombError)
+# OSError, broken PNG chunks SyntaxError, short headers EOFError or struct.error), and what its
+# bomb guard raises (DecompressionBombError, or its warning made an error above).
+_DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error)
+_BOMB_ERRORS = (Image.DecompressionBombError, Image.DecompressionBombWarning)
 
 # EXIF orientations that rotate by 90° or 270°, i.e. swap width and height.
 _TRANSPOSING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 
 
 class UnreadableImageError(ValueError):
-    """An image file is missing, truncated, or not an image."""
+    """An image file is missing, truncated, not an image, not a regular file, or over the pixel limit."""
 
 
 def _read_bytes(path: str) -> bytes:
@@ -36,19 +55,32 @@ def _read_bytes(path: str) -> bytes:
 
 
 def _decode(path: str, *, verify: bool) -> Image.Image:
-    """Open and fully decode ``path``; with ``verify``, also run Pillow's integrity check first."""
+    """Open and fully decode ``path``; with ``verify``, also run Pillow's integrity check first.
+    Nothing past the header is decoded when it states more than :data:`MAX_IMAGE_PIXELS`."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True; truncated images would load silently")
     data = _read_bytes(path)
     try:
-        if verify:
-            with Image.open(io.BytesIO(data)) as probe:
-                probe.verify()
-        image = Image.open(io.BytesIO(data))
-        image.load()
+        image = Image.open(io.BytesIO(data))  # reads the header only
+        width, height = image.size
+        if width * height <= MAX_IMAGE_PIXELS:
+            if verify:
+                with Image.open(io.BytesIO(data)) as probe:
+                    probe.verify()
+            image.load()
+    except _BOMB_ERRORS as e:
+        raise UnreadableImageError(_over_the_limit(path, f"more pixels than the limit of {MAX_IMAGE_PIXELS:,}: {e}")) from e
     except _DECODE_ERRORS as e:
         raise UnreadableImageError(f"cannot decode image file {path} ({len(data)} bytes): {e}") from e
+    if width * height > MAX_IMAGE_PIXELS:
+        raise UnreadableImageError(
+            _over_the_limit(path, f"{width} × {height} = {width * height:,} pixels, over the limit of {MAX_IMAGE_PIXELS:,}")
+        )
     return image
+
+
+def _over_the_limit(path: str, what: str) -> str:
+    return f"image file {path} has {what} (crisscross.core.images.MAX_IMAGE_PIXELS); not decoded"
 
 
 def load_rgb(path: str) -> np.ndarray:

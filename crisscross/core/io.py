@@ -1,14 +1,20 @@
-"""Atomic, deterministic output: a crash never leaves a half-written file or stage output.
+"""Atomic, deterministic output, and input read only from regular files.
 
 Files are written to a temporary sibling and renamed into place (through Beam's ``FileSystems``,
 so the same code writes local paths and ``gs://`` paths).  A stage's whole output directory is
 built under a staging name and swapped in only when the stage succeeded.
+
+Every input file a stage reads is opened by :func:`open_input` (or :func:`read_bytes`, which uses
+it): a local path that names a FIFO, socket, device or directory is refused with
+:class:`NotARegularFileError` instead of being read, since reading a FIFO blocks until a writer
+comes and a device may never end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import fcntl
 import io
 import json
@@ -18,6 +24,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,10 +35,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from crisscross.core.errors import UserError
+from crisscross.core.errors import InputError, UserError
 
 
 @contextlib.contextmanager
@@ -151,13 +158,115 @@ def frame_csv_bytes(frame: pd.DataFrame) -> bytes:
     return csv_bytes([str(c) for c in frame.columns], cells.itertuples(index=False, name=None))
 
 
+class NotARegularFileError(InputError, OSError):
+    """An input path names a FIFO, socket, device or directory; ``str()`` is the one-line message.
+
+    An ``OSError`` too, so code that already treats an unreadable file as unreadable (an image
+    without usable pixels, a precomputed vectors file) treats this one alike; ``reason`` is the
+    quarantine code of a record refused for it.
+    """
+
+    reason = "not-a-regular-file"
+
+
+def refusal(path: str, kind: str) -> NotARegularFileError:
+    """The error for ``path``, which is ``kind`` (:func:`not_regular`): what :func:`open_input`
+    raises, and the detail of a record quarantined for its file."""
+    return NotARegularFileError(f"{path} is {kind}, not a regular file: only regular files are read as input")
+
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def not_regular(path: str) -> str:
+    """What a local ``path`` is when it exists and is not a regular file (symlinks followed):
+    ``"a named pipe (FIFO)"``, ``"a directory"`` …; ``""`` for a regular file, a missing path or
+    a URI (object stores hold only regular objects).  A ``stat``: nothing is opened, so a check
+    of many files costs no descriptors; :func:`open_input` checks again on what it opens."""
+    if is_uri(path):
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name: whoever opens it says why
+        return ""
+    return "" if stat.S_ISREG(mode) else _kind(mode)
+
+
+def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED) -> IO[bytes]:
+    """``path`` opened for reading, refusing anything but a regular file.
+
+    A local path is opened without blocking (``O_NONBLOCK``: opening a FIFO otherwise waits for
+    a writer) and the open descriptor is checked with ``fstat``, so what is read is what was
+    checked (no race between a check and the open).  A FIFO, socket, device or directory raises
+    :class:`NotARegularFileError`; a missing file raises ``FileNotFoundError`` as ``open`` does.
+    URIs open through Beam's ``FileSystems``.  ``compression_type`` as Beam's (``AUTO``: by the
+    file's extension).
+    """
+    if is_uri(path):
+        return FileSystems.open(path, compression_type=compression_type)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        kind = not_regular(path) if error.errno == errno.ENXIO else ""  # a socket cannot be opened at all
+        if kind:
+            raise refusal(path, kind) from error
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise refusal(path, _kind(mode))
+    os.set_blocking(fd, True)
+    handle = os.fdopen(fd, "rb")
+    if compression_type == CompressionTypes.AUTO:
+        compression_type = CompressionTypes.detect_compression_type(path)
+    return handle if compression_type == CompressionTypes.UNCOMPRESSED else CompressedFile(handle, compression_type=compression_type)
+
+
 def read_bytes(path: str) -> bytes:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    """The whole file, read through :func:`open_input` (regular files only)."""
+    with open_input(path) as handle:
         return handle.read()
 
 
+# What ``json.loads`` raises for text that is no usable JSON: JSONDecodeError and UnicodeDecodeError
+# (both ValueErrors), a plain ValueError for an integer longer than Python converts (4300 digits),
+# RecursionError for nesting deeper than the interpreter's recursion limit.
+JSON_ERRORS = (ValueError, RecursionError)
+
+
+def json_document(data: bytes | str, where: str) -> Any:
+    """``data`` parsed as JSON, or :class:`InputError` with one line naming ``where``."""
+    try:
+        return json.loads(data)
+    except JSON_ERRORS as error:
+        raise InputError(f"{where}: not a JSON document ({first_line(error)})") from error
+
+
+def first_line(error: BaseException) -> str:
+    """An exception's message as one line (its type's name when it has none), for a one-line
+    error or a reject's detail: some messages (csv, XML, Beam) run over several lines."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def read_parquet(path: str) -> pa.Table:
-    return pq.read_table(io.BytesIO(read_bytes(path)))
+    """A Parquet file read whole (regular files only); bytes that are no Parquet table are an
+    :class:`InputError` naming the file."""
+    data = read_bytes(path)
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except (OSError, ValueError, pa.ArrowException) as error:  # ArrowInvalid is a ValueError, a damaged footer an OSError
+        raise InputError(f"{path}: not a readable Parquet file ({first_line(error)})") from error
 
 
 def exists(path: str) -> bool:

@@ -24,7 +24,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from crisscross.core.errors import InputError
-from crisscross.core.ids import FlickrIdScheme, IdScheme
+from crisscross.core.ids import FlickrIdScheme, IdFormError, IdScheme
 from crisscross.core.quarantine import Rejected
 from crisscross.entities.mentions import SENTENCES, Caption, Mention, check_mention
 
@@ -92,7 +92,7 @@ RELEASE_NAMESPACE = "entities"  # ids of a release image whose file is not a Fli
 def release_ids(stem: str, n_captions: int) -> tuple[str, list[str]]:
     """The image id and caption ids of a release file ``<stem>``: Flickr30k ids (``<photo>.jpg#<line>``)
     for a Flickr photo number, else ``entities:img:<stem>`` and ``entities:cap:<stem>#<line>``."""
-    if stem.isdigit():
+    if stem.isascii() and stem.isdigit():  # "١٢" is digits to str.isdigit, but no Flickr photo number
         scheme = FlickrIdScheme()
         return scheme.image(stem), [scheme.caption(scheme.caption_native(stem, i)) for i in range(n_captions)]
     plain = IdScheme(RELEASE_NAMESPACE)
@@ -102,7 +102,10 @@ def release_ids(stem: str, n_captions: int) -> tuple[str, list[str]]:
 def sentences_file(path: str, text: str) -> tuple[list[Caption], list[Mention | Rejected]]:
     """A release's ``Sentences/<image>.txt``: its captions (ids by :func:`release_ids`) and their checked mentions."""
     stem = path.rsplit("/", 1)[-1].removesuffix(".txt")
-    image_id, caption_ids = release_ids(stem, len([line for line in text.split("\n") if line.strip()]))
+    try:
+        image_id, caption_ids = release_ids(stem, len([line for line in text.split("\n") if line.strip()]))
+    except IdFormError as error:  # a blank name: no image id
+        raise SentenceError(f"{path}: the file name gives no image id ({error})") from error
     captions, mentions = read_sentences(text, image_id, f"{stem}.jpg", caption_ids, path)
     words = {c.caption_id: c.text.split() for c in captions}
     return captions, [check_mention(m, words[m.caption_id], f"{path}:{m.caption_id}") for m in mentions]

@@ -10,11 +10,11 @@ a result of type ``rectanglelabels`` has ``value.x / y / width / height`` in per
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from crisscross.core.errors import InputError
+from crisscross.core.io import json_document
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.entities.chunker import TYPES
 from crisscross.entities.files import Box
@@ -87,10 +87,7 @@ def _box(value: dict[str, Any], width: int, height: int) -> Box:
 
 def read_export(data: bytes, where: str) -> Iterator[tuple[str, list[Box]] | Rejected]:
     """``(chain key, boxes)`` per task of a Label Studio JSON export; a malformed result is a ``Rejected``."""
-    try:
-        document = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"{where}: not a Label Studio JSON export ({error})") from error
+    document = json_document(data, where)
     if not isinstance(document, list):
         raise InputError(f"{where}: a Label Studio JSON export is a list of tasks")
     for position, item in enumerate(document):
@@ -113,6 +110,6 @@ def read_export(data: bytes, where: str) -> Iterator[tuple[str, list[Box]] | Rej
                 continue
             try:
                 boxes.append(_box(r["value"], int(r["original_width"]), int(r["original_height"])))
-            except (KeyError, TypeError, ValueError) as error:
+            except (KeyError, TypeError, ValueError, OverflowError) as error:  # OverflowError: an infinite coordinate
                 yield reject("box", chain, "malformed-box", f"rectangle result without {error}", source, r)
         yield chain, boxes

@@ -59,7 +59,7 @@ def read_proposals(data: bytes, where: str) -> Iterator[tuple[tuple[str, int], l
             row = json.loads(line)
             key = (str(row["caption_id"]), int(row["index"]))
             boxes = [(int(b[0]), int(b[1]), int(b[2]), int(b[3]), float(b[4])) for b in row["boxes"]]
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as error:
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError, RecursionError) as error:  # ValueError: JSON, numbers
             yield reject("proposal", "", "malformed-proposals", f"{type(error).__name__}: {error}", f"{where}:{number}", line)
             continue
         yield key, boxes

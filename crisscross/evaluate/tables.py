@@ -11,8 +11,8 @@ stage's ``bison_annotations.json``): ``info.source`` names the id scheme (``coco
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
+from io import BytesIO
 from typing import Any
 
 import pandas as pd
@@ -23,18 +23,32 @@ from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, scheme_for, split_id
 from crisscross.core.quarantine import Rejected, reject
 
+# What pandas and pyarrow raise for values Python cannot hold or bytes that are no CSV table:
+# pandas' ParserError, EmptyDataError and UnicodeDecodeError (ValueErrors), Arrow's errors,
+# OverflowError (a Parquet timestamp past the year 9999).
+_TABLE_ERRORS = (ValueError, OverflowError, pa.ArrowException)
+
 
 def read_table(path: str) -> pa.Table:
-    """CSV cells stay text (a single label "3" must not become an integer column)."""
-    if path.endswith(".csv"):
-        return pa.Table.from_pandas(pd.read_csv(path, dtype=str, keep_default_na=False), preserve_index=False)
-    return io.read_parquet(path)
+    """CSV cells stay text (a single label "3" must not become an integer column).  A file that
+    is no readable table raises :class:`InputError` naming it."""
+    if not path.endswith(".csv"):
+        return io.read_parquet(path)
+    data = io.read_bytes(path)
+    try:
+        return pa.Table.from_pandas(pd.read_csv(BytesIO(data), dtype=str, keep_default_na=False), preserve_index=False)
+    except _TABLE_ERRORS as error:
+        raise InputError(f"{path}: not a readable CSV table ({io.first_line(error)})") from error
 
 
 def located_rows(path: str) -> list[tuple[str, dict[str, Any]]]:
     """Each row of a table with where a user finds it: ``file:line`` in a CSV (the header is
     line 1), ``file:row n`` (from 1) in a parquet."""
-    rows = read_table(path).to_pylist()
+    table = read_table(path)
+    try:
+        rows = table.to_pylist()
+    except _TABLE_ERRORS as error:
+        raise InputError(f"{path}: holds values Python cannot hold ({io.first_line(error)})") from error
     if path.endswith(".csv"):
         return [(f"{path}:{n}", row) for n, row in enumerate(rows, start=2)]
     return [(f"{path}:row {n}", row) for n, row in enumerate(rows, start=1)]
@@ -59,7 +73,7 @@ def read_labels(path: str) -> tuple[dict[str, tuple[int, ...]], list[Rejected]]:
             classes = tuple(sorted({int(v) for v in values}))
             if any(c < 0 for c in classes):
                 raise ValueError(f"negative class number in {classes}")
-        except (IdFormError, TypeError, ValueError) as error:
+        except (IdFormError, TypeError, ValueError, OverflowError) as error:  # OverflowError: int() of an infinite float
             rejected.append(reject("label", row.get("image_id"), "bad-label-row", str(error), where, row))
             continue
         labels[image] = classes
@@ -119,10 +133,7 @@ def read_bison(path: str, image_of: Mapping[str, str] | None = None, images: Col
 def read_bison_json(path: str, image_of: Mapping[str, str] | None = None, images: Collection[str] = ()) -> tuple[pa.Table, list[Rejected]]:
     """The released COCO-BISON JSON shape; an entry without two candidates, one of them its
     ``true_image_id``, is ``bad-triple``, an id the scheme refuses ``bad-id``, then :func:`_triple`."""
-    try:
-        document = json.loads(io.read_bytes(path))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise InputError(f"{path}: not a JSON document ({error})") from error
+    document = io.json_document(io.read_bytes(path), path)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise InputError(f"{path}: a BISON JSON is an object with a 'data' list (and 'info'), as bison_annotations.cocoval2014.json")
     info = document.get("info") if isinstance(document.get("info"), dict) else {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pandas as pd
 
 from crisscross.core import io
 from crisscross.core.csv_records import csv_records
+from crisscross.core.errors import InputError
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
@@ -64,22 +66,27 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
     Records the csv module cannot read, rows with missing or extra fields or no sampling method
     (``malformed-row``), ids that are not COCO ids of the column's kind (``bad-id``), scores that
     are not finite numbers (``bad-score``) or lie outside 0–5 (``score-out-of-range``) are
-    rejected.
+    rejected.  A file that is not UTF-8 (a BOM is allowed), whose header line is no CSV or lacks a
+    column, or that is not a regular file raises :class:`InputError` naming it.
     """
     path = Path(path)
     spec = CXC_FILES[task]
     needed = [*spec.columns, SCORE, METHOD]
     rows: list[tuple[str, str, float, str, str]] = []
     rejected: list[Rejected] = []
-    with path.open(newline="", encoding="utf-8") as handle:
+    try:
+        text = io.read_bytes(str(path)).decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: not UTF-8 ({error})") from error
+    with StringIO(text, newline="") as handle:
         records = csv_records(enumerate(handle, start=1))
         first = next(records, None)
         if first is not None and first.error is not None:
-            raise ValueError(f"{path}: the header line is not readable CSV ({first.error})")
+            raise InputError(f"{path}: the header line is not readable CSV ({io.first_line(first.error)})")
         header = first.cells if first is not None else None
         absent = [c for c in needed if c not in (header or [])]
         if absent:
-            raise ValueError(f"{path}: header lacks columns {absent}; it has {header}")
+            raise InputError(f"{path}: header lacks columns {absent}; it has {str(header)[:200]}")
         for record in records:
             if record.cells == []:
                 continue  # a blank line holds no row

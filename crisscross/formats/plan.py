@@ -3,7 +3,6 @@ the rater app read of it, without the planning library and its plotting behind t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,7 @@ def read_plan(folder: str) -> dict[str, Any]:
     path = io.join(folder, PLAN_FILE)
     if not io.exists(path):
         raise InputError(f"no {path}: run the plan stage first (crisscross plan)")
-    return json.loads(io.read_bytes(path))
+    return io.json_document(io.read_bytes(path), path)
 
 
 def designs(plan: Mapping[str, Any]) -> dict[str, tuple[int, int]]:

@@ -20,11 +20,12 @@ What every reader guarantees, so nothing is lost between the source and the quar
   gives an image another file name or split; its caption is still emitted, the first row wins).
 * Caption text is passed through untouched.  Absent or null text becomes ``None``: validation
   rejects it (``null-text``) in one place for every reader.
-* A file that cannot be opened, a JSON document that does not parse (including one nested too
-  deeply or holding an integer too long for Python), a CSV whose header line cannot be read and a
-  Parquet file that cannot be decoded raise :class:`SourceFileError`, whose message is one line
-  naming the file.  No other exception leaves a reader, whatever the bytes
-  (``tests/ingest/test_fuzz_readers.py`` feeds them random, truncated and mutated files).
+* A file that cannot be opened (or is not a regular file: a FIFO, socket, device or directory is
+  never read), a JSON document that does not parse (including one nested too deeply or holding an
+  integer too long for Python), a CSV whose header line cannot be read and a Parquet file that
+  cannot be decoded raise :class:`SourceFileError`, whose message is one line naming the file.
+  No other exception leaves a reader, whatever the bytes (``tests/ingest/test_fuzz_readers.py``:
+  property-based tests on random, mutated and structurally valid files).
 
 Line and row formats repeat an image on every caption row; readers emit each image once, from
 its first row.  Duplicate ids are not resolved here: validation keeps the first of them.
@@ -43,15 +44,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, BinaryIO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.filesystem import CompressionTypes
 
 from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import UserError
 from crisscross.core.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdScheme, scheme_for
+from crisscross.core.io import JSON_ERRORS, NotARegularFileError, first_line, open_input
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 from crisscross.core.settings import setting
@@ -109,17 +111,6 @@ def _file_name(path: str) -> str:
     return PurePosixPath(path).name  # also right for gs://bucket/dir/file
 
 
-def _first_line(error: BaseException) -> str:
-    """An exception's message as one line: the command shows a :class:`UserError` as one line."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
-# What ``json.loads`` raises for text that is no usable JSON: JSONDecodeError and UnicodeDecodeError
-# (both ValueErrors), a plain ValueError for an integer longer than Python converts (4300 digits),
-# RecursionError for nesting deeper than the interpreter's recursion limit.
-_JSON_ERRORS = (ValueError, RecursionError)
-
 # What pyarrow raises for bytes that are no readable Parquet: ArrowInvalid (a ValueError),
 # OSError, and other ArrowExceptions (ArrowNotImplementedError, ArrowTypeError, …).
 _PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
@@ -129,11 +120,14 @@ _PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
 _CONVERSION_ERRORS = (ValueError, OverflowError, pa.ArrowException)
 
 
-def _open(path: str) -> BinaryIO:
+def _open(path: str) -> IO[bytes]:
+    """The source file (decompressed by its extension, ``.gz`` …); a FIFO, device or directory is refused."""
     try:
-        return FileSystems.open(path)
+        return open_input(path, CompressionTypes.AUTO)
+    except NotARegularFileError as e:
+        raise SourceFileError(str(e)) from e
     except OSError as e:
-        raise SourceFileError(f"cannot open input file {path}: {e}") from e
+        raise SourceFileError(f"cannot open input file {path}: {first_line(e)}") from e
 
 
 def _decoded_lines(path: str) -> Iterator[tuple[int, str] | Rejected]:
@@ -163,8 +157,8 @@ def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
         source = f"{name}:{number}"
         try:
             row = json.loads(text)
-        except _JSON_ERRORS as e:
-            yield reject("row", "", "malformed-row", f"invalid JSON: {_first_line(e)}", source, json.dumps(text))
+        except JSON_ERRORS as e:
+            yield reject("row", "", "malformed-row", f"invalid JSON: {first_line(e)}", source, json.dumps(text))
             continue
         if not isinstance(row, dict):
             yield reject("row", "", "malformed-row", f"a JSON {type(row).__name__}, not an object", source, json.dumps(text))
@@ -187,7 +181,7 @@ def _csv_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
     records = csv_records(good_lines())
     header = next(records, None)
     if header is not None and header.error is not None:
-        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({_first_line(header.error)})") from header.error
+        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({first_line(header.error)})") from header.error
     if header is None or header.cells is None or pending or header.line != 1:
         raise SourceFileError(f"{path}: the first line must be a readable CSV header")
     columns = header.cells
@@ -218,7 +212,7 @@ def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]
         parquet = pq.ParquetFile(io.BytesIO(data))
         names = parquet.schema_arrow.names
     except _PARQUET_ERRORS as e:
-        raise SourceFileError(f"{path} is not a Parquet file: {_first_line(e)}") from e
+        raise SourceFileError(f"{path} is not a Parquet file: {first_line(e)}") from e
     missing = sorted(set(needed) - set(names))
     if missing:
         raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in {names}")
@@ -228,7 +222,7 @@ def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]
         try:  # a damaged page is found only when its batch is decoded
             batch = next(batches, None)
         except _PARQUET_ERRORS as e:
-            raise SourceFileError(f"{path}: cannot decode the Parquet rows after row {number}: {_first_line(e)}") from e
+            raise SourceFileError(f"{path}: cannot decode the Parquet rows after row {number}: {first_line(e)}") from e
         if batch is None:
             break
         for row in _batch_rows(batch, set(needed)):
@@ -272,7 +266,7 @@ def _convert_row(one: pa.RecordBatch, needed: set[str]) -> dict[str, Any] | _Unc
         return row
     column_name, error = problems[0]
     reason = "bad-encoding" if isinstance(error, UnicodeDecodeError) else "malformed-row"
-    return _Unconvertible(reason, f"column {column_name!r}: {_first_line(error)}", row)
+    return _Unconvertible(reason, f"column {column_name!r}: {first_line(error)}", row)
 
 
 def _arrow_text(column: pa.Array) -> str:
@@ -290,8 +284,8 @@ def _json_document(path: str) -> Any:
         data = handle.read()
     try:
         return json.loads(data)
-    except _JSON_ERRORS as e:
-        raise SourceFileError(f"{path} is not a valid JSON document: {_first_line(e)}") from e
+    except JSON_ERRORS as e:
+        raise SourceFileError(f"{path} is not a valid JSON document: {first_line(e)}") from e
 
 
 # --- fields -----------------------------------------------------------------------------------
@@ -310,7 +304,7 @@ def _id(parse: Callable[[object], str], value: object, what: str, key: str = "")
     try:
         return parse(value)
     except ValueError as e:  # IdFormError, or an integer id longer than Python converts
-        raise _RowError("bad-id", f"{what}: {_first_line(e)}", key) from e
+        raise _RowError("bad-id", f"{what}: {first_line(e)}", key) from e
 
 
 def _string(value: object, what: str, key: str = "") -> str:
@@ -333,7 +327,7 @@ def _flickr_caption(image_id: str, index: int) -> str:
     try:
         return _FLICKR.caption(_FLICKR.caption_native(_FLICKR.native(image_id, IMAGE_KIND), index))
     except ValueError as e:  # an index longer than Python converts
-        raise _RowError("bad-id", f"caption id: {_first_line(e)}") from e
+        raise _RowError("bad-id", f"caption id: {first_line(e)}") from e
 
 
 def _first_text(candidates: Iterable[str | None]) -> str | None:
@@ -347,7 +341,7 @@ def _index(value: object, what: str, key: str = "") -> int:
         try:
             return int(value)
         except ValueError as e:  # more digits than Python converts
-            raise _RowError("bad-id", f"{what}: {_first_line(e)}", key) from e
+            raise _RowError("bad-id", f"{what}: {first_line(e)}", key) from e
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _RowError("bad-id", f"{what} {value!r} is not a non-negative integer", key)
     return value

@@ -2,11 +2,14 @@
 
 Each function returns what it keeps and a :class:`Rejected` for everything it does not, so the
 quarantine accounts for every record.  Reason codes: ``null-text``, ``empty-text``,
-``text-too-long``, ``path-outside-images``, ``duplicate-id``, ``unknown-image``, ``no-captions``.
+``text-too-long``, ``path-outside-images``, ``not-a-regular-file``, ``duplicate-id``,
+``unknown-image``, ``no-captions``.
 Image files are checked but never rejected for their pixels: an image without readable pixels
-stays an item, since text-only builds are legitimate.  An image whose file name points outside the
-images folder is rejected, though (:func:`check_image_path`), so a source file can never make the
-pipeline open, read or publish the path of a file elsewhere on the machine or in the bucket.
+(a truncated file, or one over :data:`crisscross.core.images.MAX_IMAGE_PIXELS`) stays an item,
+since text-only builds are legitimate.  An image whose file name points outside the images folder
+is rejected, though (:func:`check_image_path`), so a source file can never make the pipeline open,
+read or publish the path of a file elsewhere on the machine or in the bucket; so is one whose file
+is a FIFO, socket, device or directory, which is never opened (reading a FIFO waits for a writer).
 """
 
 from __future__ import annotations
@@ -183,22 +186,34 @@ def _named(path: str, root: str | None) -> str:
     return io.relative(path, root) if root else path
 
 
+def _found(file_name: str, images_dir: str) -> str | None:
+    """The file :func:`check_image_file` reads: the first candidate path that exists."""
+    return next((p for p in (_path(images_dir, name) for name in _candidates(file_name)) if FileSystems.exists(p)), None)
+
+
 def check_image_path(record: ImageRecord, images_dir: str | None, root: str | None = None) -> ImageRecord | Rejected:
-    """Refuse an image whose file name leaves the images folder (``path-outside-images``).
+    """Refuse an image whose file name leaves the images folder (``path-outside-images``), or
+    whose file is not a regular file (``not-a-regular-file``: a FIFO, socket, device or directory).
 
     Every path :func:`check_image_file` would try (the name as given, its base name) is resolved
     and must lie inside the resolved folder: ``../x.jpg``, an absolute name elsewhere, or a symlink
     in the folder pointing out of it are refused, whether or not the file exists.  An absolute
-    name that resolves inside the folder is accepted.  ``None`` for ``images_dir`` checks nothing.
-    The reject names the folder relative to ``root`` when given.
+    name that resolves inside the folder is accepted.  The file it would read is looked at with
+    ``stat`` only (in a local folder: an object store holds regular objects only), never opened.
+    ``None`` for ``images_dir`` checks nothing.  The reject names paths relative to ``root`` when given.
     """
     if images_dir is None:
         return record
     escape = _escape(record.file_name, images_dir)
-    if escape is None:
+    if escape is not None:
+        detail = f"file_name {record.file_name!r} is outside the images folder {_named(images_dir, root)}: {escape}"
+        return reject("image", record.image_id, "path-outside-images", detail, record.source, asdict(record))
+    found = None if io.is_uri(images_dir) else _found(record.file_name, images_dir)
+    kind = io.not_regular(found) if found else ""
+    if not kind:
         return record
-    detail = f"file_name {record.file_name!r} is outside the images folder {_named(images_dir, root)}: {escape}"
-    return reject("image", record.image_id, "path-outside-images", detail, record.source, asdict(record))
+    refused = io.refusal(_named(found, root), kind)
+    return reject("image", record.image_id, refused.reason, str(refused), record.source, asdict(record))
 
 
 def check_image_file(record: ImageRecord, images_dir: str | None, root: str | None = None) -> ImageRecord:
@@ -209,15 +224,15 @@ def check_image_file(record: ImageRecord, images_dir: str | None, root: str | No
 
     ``None`` for ``images_dir`` leaves the record unchecked.  The record must have passed
     :func:`check_image_path`: a file name leaving the folder raises ``ValueError`` here rather
-    than have a file outside it opened.
+    than have a file outside it opened.  A file that has become a FIFO or the like since that
+    check is unreadable: :func:`crisscross.core.io.open_input` refuses it too.
     """
     if images_dir is None:
         return record
     escape = _escape(record.file_name, images_dir)
     if escape is not None:
         raise ValueError(f"{record.image_id}: file_name {record.file_name!r} is outside {images_dir} ({escape}); check_image_path first")
-    found = (_path(images_dir, name) for name in _candidates(record.file_name))
-    path = next((p for p in found if FileSystems.exists(p)), None)
+    path = _found(record.file_name, images_dir)
     if path is None:
         return record.with_pixels(PIXELS_MISSING)
     try:

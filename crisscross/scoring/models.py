@@ -11,6 +11,8 @@ their models here; :mod:`crisscross.scoring.protocol` scores them.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -358,14 +360,25 @@ def score_matrix_model(name: str, *, embeddings: str, path: str) -> Model:
     """An ``.npz`` with ``scores`` (images × captions), ``image_ids`` and ``caption_ids``
     (canonical ids); ``embeddings`` (the embed output every source is offered) is not needed."""
     del embeddings
-    with np.load(BytesIO(io.read_bytes(path)), allow_pickle=False) as data:
-        absent = {"scores", "image_ids", "caption_ids"} - set(data.files)
-        if absent:
-            raise InputError(f"score matrix {path} lacks {sorted(absent)}; it has {sorted(data.files)}")
-        try:
-            return ScoreMatrixModel(name, data["scores"], data["image_ids"].astype(str).tolist(), data["caption_ids"].astype(str).tolist())
-        except InputError as error:
-            raise InputError(f"{path}: {error}") from error
+    try:
+        with np.load(BytesIO(io.read_bytes(path)), allow_pickle=False) as data:
+            absent = {"scores", "image_ids", "caption_ids"} - set(data.files)
+            if absent:
+                raise InputError(f"score matrix {path} lacks {sorted(absent)}; it has {sorted(data.files)}")
+            arrays = data["scores"], data["image_ids"].astype(str).tolist(), data["caption_ids"].astype(str).tolist()
+    except InputError:
+        raise
+    except _NPZ_ERRORS as error:
+        raise InputError(f"score matrix {path} is no readable .npz of arrays ({io.first_line(error)})") from error
+    try:
+        return ScoreMatrixModel(name, *arrays)
+    except InputError as error:
+        raise InputError(f"{path}: {error}") from error
+
+
+# What numpy raises for bytes that are no .npz of plain arrays: OSError and ValueError (not an npy
+# or zip file, a pickled object array), a damaged archive (BadZipFile, zlib.error, EOFError).
+_NPZ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,6 @@ the R rule they share; a new source adds a registered loader here.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -92,7 +91,7 @@ from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormEr
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import OPTIONAL, Registry
 from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
-from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
+from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I, read_positives
 from crisscross.formats.manifest import is_release
 from crisscross.formats.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
 from crisscross.scoring.metrics import Positives
@@ -445,12 +444,19 @@ def eccv_data_dir() -> Path:
 
 
 def _read_associations(path: Path, kinds: tuple[str, str]) -> tuple[frozenset[Pair], list[Rejected]]:
-    """``{query coco id: [positive coco ids]}`` JSON → canonical (query, positive) pairs."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    """``{query coco id: [positive coco ids]}`` JSON → canonical (query, positive) pairs; a file
+    that is not such an object is one :class:`InputError`, a query whose positives are no list a
+    ``malformed-row``."""
+    data = read_positives(str(path))
     pairs: set[Pair] = set()
     rejected: list[Rejected] = []
     for key, values in data.items():
         where = f"{path.name}:{key}"
+        if not isinstance(values, list):
+            rejected.append(
+                reject("row", key, "malformed-row", f"positives are a JSON {type(values).__name__}, not a list", where, {key: values})
+            )
+            continue
         try:
             query = _COCO.parse(key, kinds[0])
         except IdFormError as error:

@@ -15,7 +15,7 @@ import pytest
 from crisscross.annotate.providers import NO_JUDGMENT, UNJUDGED_SCHEMA, Replay, load_cxc_release, release_worker
 from crisscross.annotate.simulate import NO_VECTOR, Reference, Simulate, SimulateParams, cosine_to_score, simulate_from_embeddings
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SourceSettings
-from crisscross.core.errors import ParamError
+from crisscross.core.errors import InputError, ParamError
 from crisscross.core.registry import UnknownNameError
 from crisscross.embed.sets import (
     CAPTIONS,
@@ -38,6 +38,7 @@ from crisscross.formats.schema import (
     VERIFY_ANSWERS,
     item_id,
 )
+from tests.special_files import make_special
 
 SEED = 20260701
 
@@ -476,3 +477,18 @@ def test_real_cxc_release_loads_without_rejects(shared_data: Path, split: str) -
     assert release.items.num_rows == sum(items.values())
     workers = set(release.judgments.column("worker").to_pylist())
     assert workers == {"cxc-release", "cxc-release#2"}
+
+
+@pytest.mark.timeout(30)  # a FIFO in a judgments folder used to be skipped silently, one named itself waited on
+def test_import_quarantines_a_fifo_in_a_judgments_folder_and_refuses_one_named_itself(tmp_path: Path) -> None:
+    tasks = pa.Table.from_pandas(tasks_frame([(STS, "coco:cap:1", "coco:cap:2", "b1")]), schema=TASKS_SCHEMA, preserve_index=False)
+    folder = tmp_path / "judgments"
+    folder.mkdir()
+    (folder / "a.csv").write_text(f"item_id,worker,score\n{item_id(STS, 'coco:cap:1', 'coco:cap:2')},W0,3\n")
+    make_special(folder / "b.csv", "fifo")
+    collected = JUDGMENT_SOURCES.create("import", settings=SourceSettings(judgments=(str(folder),), format="csv"))(tasks)
+    assert collected.judgments.num_rows == 1 and collected.facts["files"] == [str(folder / "a.csv")]
+    assert [(r.kind, r.reason, r.source) for r in collected.rejected] == [("file", "not-a-regular-file", str(folder / "b.csv"))]
+    named = JUDGMENT_SOURCES.create("import", settings=SourceSettings(judgments=(str(folder / "b.csv"),), format="csv"))
+    with pytest.raises(InputError, match="b.csv is a named pipe"):
+        named(tasks)

@@ -21,6 +21,8 @@ from crisscross.campaign.plan import (
     positive_rate_half_width,
     spearman_half_width,
 )
+from crisscross.core.errors import InputError
+from crisscross.formats.plan import PLAN_FILE, read_plan
 from crisscross.formats.schema import SIS, STS
 
 SEED = 3
@@ -119,3 +121,9 @@ def test_a_pilot_without_positives_or_times_still_plans() -> None:
     assert sts["pilot"]["positive_rate"] == 0.0 and sts["items_for"]["positive_rate"] > 90  # not "two items suffice"
     assert sts["design"]["rater_hours"] is None and plan["total"]["cost"] is None
     assert sts["budget"]["note"].startswith("5 judgments buy fewer than 4 items")
+
+
+def test_a_plan_file_python_cannot_parse_is_one_line(tmp_path) -> None:
+    (tmp_path / PLAN_FILE).write_text("[" * 100_000 + "]" * 100_000)  # json.loads's RecursionError was a traceback
+    with pytest.raises(InputError, match=r"plan.json: not a JSON document \(maximum recursion depth"):
+        read_plan(str(tmp_path))

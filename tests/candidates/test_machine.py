@@ -24,7 +24,7 @@ from crisscross.candidates.machine import (
     top_columns,
 )
 from crisscross.candidates.verify_batches import plan_batches
-from crisscross.core.errors import ParamError
+from crisscross.core.errors import InputError, ParamError
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
 from crisscross.scoring.models import Gallery, ScoreMatrixModel
 
@@ -217,3 +217,20 @@ def test_settings_cross_checks():
 def test_coverage_counts_new_positives_only():
     facts = coverage_of(reference={("i", "a"), ("i", "b"), ("i", "o")}, candidates={("i", "a"), ("i", "x")}, originals={("i", "o")})
     assert (facts["recall"], facts["precision"]) == (0.5, 0.5)
+
+
+def test_query_files_python_cannot_read_are_one_line_errors(tmp_path: Path):
+    # a file that is not UTF-8 raised UnicodeDecodeError; an ECCV folder's file that is no JSON object,
+    # or nested too deeply, raised AttributeError / RecursionError
+    listing = tmp_path / "queries.txt"
+    listing.write_bytes(b"coco:img:1\n\xff\n")
+    with pytest.raises(InputError, match="queries.txt: not UTF-8"):
+        read_query_file(str(listing))
+    folder = tmp_path / "eccv"
+    folder.mkdir()
+    (folder / "eccv_caption_to_image.json").write_text("{}")
+    for data in ("[1, 2]", "[" * 100_000 + "]" * 100_000):
+        (folder / "eccv_image_to_caption.json").write_text(data)
+        with pytest.raises(InputError, match="eccv_image_to_caption.json: ") as raised:
+            read_query_file(str(folder))
+        assert len(str(raised.value).splitlines()) == 1

@@ -114,3 +114,24 @@ def test_canonical_helpers() -> None:
             make_id(namespace, IMAGE_KIND, "1")
     with pytest.raises(IdFormError):
         COCO.published_image("f30k:img:1")
+
+
+DIGITS = "9" * 5000  # more than int() converts (4300 digits)
+
+
+@pytest.mark.parametrize(
+    ("parse", "value"),
+    [
+        (COCO.parse_image, DIGITS),
+        (COCO.parse_image, f"coco:img:{DIGITS}"),
+        (COCO.parse_caption, DIGITS),
+        (COCO.parse_caption, f"COCO_val2014:sentid:{DIGITS}"),
+        (F30K.parse_caption, f"1.jpg#{DIGITS}"),
+        (lambda value: COCO.coco_int(value, IMAGE_KIND), f"coco:img:{DIGITS}"),
+    ],
+    ids=["coco-image", "coco-canonical-image", "coco-caption", "coco-sentid", "flickr-caption-index", "coco-int"],
+)
+def test_an_id_of_more_digits_than_python_converts_is_a_wrong_form(parse, value: str) -> None:
+    # int() raised a plain ValueError, which readers catching IdFormError let out as a traceback
+    with pytest.raises(IdFormError, match="5000 digits"):
+        parse(value)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +12,7 @@ import pytest
 from PIL import Image, ImageFile
 
 from crisscross.core.images import UnreadableImageError, image_size, load_rgb
+from tests.special_files import KINDS, make_special
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +123,39 @@ def test_refuses_to_run_when_truncated_loading_is_enabled(photo: Path, monkeypat
     monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
     with pytest.raises(RuntimeError, match="LOAD_TRUNCATED_IMAGES"):
         load_rgb(str(photo))
+
+
+@pytest.mark.filterwarnings("error::PIL.Image.DecompressionBombWarning")  # as crisscross.core.images sets it (pytest resets it)
+@pytest.mark.parametrize(
+    ("width", "height"),
+    [(8000, 6400), (10_000, 9_500)],
+    ids=["over-our-limit", "over-pillows-warning-threshold"],  # Pillow only warned from 89.5 megapixels, and decoded
+)
+def test_an_image_over_the_pixel_limit_is_unreadable_before_decoding(tmp_path: Path, width: int, height: int) -> None:
+    """A decompression bomb: a few kilobytes of PNG stating width × height over MAX_IMAGE_PIXELS (50 megapixels)."""
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", (width, height)).save(bomb)
+    assert bomb.stat().st_size < 100_000 and width * height > 50_000_000
+    for read in (load_rgb, image_size):
+        with pytest.raises(UnreadableImageError, match=r"bomb.png has .*the limit of 50,000,000.*; not decoded"):
+            read(str(bomb))
+
+
+@pytest.mark.timeout(30)  # a FIFO named like an image used to be waited on forever
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_an_image_that_is_not_a_regular_file_is_unreadable_never_waited_on(tmp_path: Path, kind: str) -> None:
+    path = make_special(tmp_path / "x.jpg", kind)
+    for read in (load_rgb, image_size):
+        with pytest.raises(UnreadableImageError, match=f"x.jpg is {re.escape(KINDS[kind])}, not a regular file"):
+            read(str(path))
+
+
+def test_pillows_bomb_warning_is_an_unreadable_image_not_a_warning(tmp_path: Path) -> None:
+    """From 89.5 megapixels Pillow warns inside Image.open, before the limit is checked; the
+    command must say nothing but the image's reason (a subprocess: pytest resets the process's
+    warning filters around imports)."""
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", (10_000, 9_500)).save(bomb)
+    code = f"from crisscross.core.images import image_size\ntry:\n    image_size({str(bomb)!r})\nexcept ValueError as e:\n    print(e)"
+    run = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, check=True)
+    assert "bomb.png has more pixels than the limit of 50,000,000" in run.stdout and "Warning" not in run.stderr, run.stderr

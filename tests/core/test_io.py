@@ -1,10 +1,15 @@
+import gzip
+import re
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from apache_beam.io.filesystem import CompressionTypes
 
 from crisscross.core import io
+from crisscross.core.errors import InputError, UserError
+from tests.special_files import KINDS, make_special
 
 
 def test_atomic_write_leaves_nothing_when_the_block_fails(tmp_path: Path):
@@ -333,3 +338,38 @@ def test_source_specs_have_their_folders_located_and_bare_names_kept(tmp_path: P
     assert io.located_source("coco") == "coco" and io.located_source("use-m3") == "use-m3"
     assert io.located_source("precomputed:clip.npz", "/p") == "precomputed:/p/clip.npz"
     assert io.located_source("tfhub:https://tfhub.dev/x/1") == "tfhub:https://tfhub.dev/x/1"
+
+
+@pytest.mark.timeout(30)  # reading a FIFO used to wait for a writer forever
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_only_regular_files_are_read_as_input(tmp_path: Path, kind: str) -> None:
+    path = make_special(tmp_path / "captions.jsonl", kind)
+    assert io.not_regular(str(path)) == KINDS[kind]
+    with pytest.raises(io.NotARegularFileError, match=f"captions.jsonl is {re.escape(KINDS[kind])}, not a regular file") as raised:
+        io.read_bytes(str(path))
+    assert isinstance(raised.value, OSError) and isinstance(raised.value, UserError) and len(str(raised.value).splitlines()) == 1
+    with pytest.raises(io.NotARegularFileError):
+        io.open_input(str(path))
+
+
+def test_a_device_is_refused_and_regular_files_read_plain_or_compressed(tmp_path: Path) -> None:
+    with pytest.raises(io.NotARegularFileError, match="/dev/zero is a character device"):
+        io.read_bytes("/dev/zero")  # would never end
+    assert io.not_regular("/dev/null") == "a character device"
+    (tmp_path / "a.txt").write_bytes(b"plain")
+    (tmp_path / "a.txt.gz").write_bytes(gzip.compress(b"packed"))
+    (tmp_path / "link.txt").symlink_to("a.txt")
+    assert io.read_bytes(str(tmp_path / "a.txt")) == io.read_bytes(str(tmp_path / "link.txt")) == b"plain"
+    assert io.not_regular(str(tmp_path / "a.txt")) == io.not_regular(str(tmp_path / "missing")) == ""
+    with io.open_input(str(tmp_path / "a.txt.gz"), CompressionTypes.AUTO) as handle:
+        assert handle.read() == b"packed"
+    with pytest.raises(FileNotFoundError):
+        io.read_bytes(str(tmp_path / "missing"))
+
+
+def test_json_documents_that_python_cannot_parse_are_one_line_errors() -> None:
+    for data in (b"[" * 100_000 + b"]" * 100_000, b"1" * 5000, b"{nope", b"\xff"):
+        with pytest.raises(InputError, match=r"^f\.json: not a JSON document \(") as raised:
+            io.json_document(data, "f.json")
+        assert len(str(raised.value).splitlines()) == 1
+    assert io.json_document(b'{"a": [1]}', "f.json") == {"a": [1]}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import pytest
 from PIL import Image
 
+from crisscross.core.errors import InputError
 from crisscross.core.quarantine import Rejected
 from crisscross.entities import labelstudio
 from crisscross.entities.boxes import BOXED, NOT_VISUAL_CHAIN, SCENE_CHAIN, BoxSettings, ChainBoxes, annotate_chain, check_box
@@ -223,3 +225,21 @@ def test_box_recall_on_the_demo_photos_declines_as_the_crowd_errs_more(demo_dir)
         rows.append((rate, review, answers, round(found / truth, 3)))
     assert len(chains) == 864
     assert rows == [(0.0, 0, 4127, 1.0), (0.05, 2, 4457, 0.993), (0.1, 13, 4790, 0.972), (0.2, 50, 5362, 0.884)]
+
+
+def test_an_export_python_cannot_parse_is_one_line_and_an_infinite_box_is_quarantined():
+    # json.loads raised RecursionError (deep nesting) or a plain ValueError (a 5000-digit number), and
+    # round() OverflowError for a coordinate of 1e308 scaled by the image size
+    for data in (b"[" * 100_000 + b"]" * 100_000, b"[" + b"1" * 5000 + b"]"):
+        with pytest.raises(InputError, match=r"^e.json: not a JSON document") as raised:
+            list(labelstudio.read_export(data, "e.json"))
+        assert len(str(raised.value).splitlines()) == 1
+    result = {
+        "type": "rectanglelabels",
+        "original_width": 10,
+        "original_height": 10,
+        "value": {"x": 1e308, "y": 0, "width": 1e308, "height": 1},
+    }
+    export = [{"data": {"chain": "img#1"}, "annotations": [{"result": [result]}]}]
+    out = list(labelstudio.read_export(json.dumps(export).encode(), "e.json"))
+    assert [(r.reason, r.source) for r in out[:1]] == [("malformed-box", "e.json[0]")] and out[1] == ("img#1", [])

@@ -57,3 +57,10 @@ def test_simulated_proposals_are_seeded_and_inside_the_image():
     one = simulate_proposals(MEN, (400, 120), settings, 7)
     assert one == simulate_proposals(MEN, (400, 120), settings, 7) and len(one) == 5
     assert all(0 <= x0 <= x1 < 400 and 0 <= y0 <= y1 < 120 for x0, y0, x1, y1, _ in one)
+
+
+def test_proposal_lines_python_cannot_hold_are_quarantined_not_raised():
+    # json.loads raised RecursionError for deep nesting, float() OverflowError for a 400-digit score
+    data = b"[" * 100_000 + b"]" * 100_000 + b'\n{"caption_id": "c0", "index": 0, "boxes": [[0, 0, 9, 9, ' + b"9" * 400 + b"]]}\n"
+    out = list(read_proposals(data, "p.jsonl"))
+    assert [(r.reason, r.source) for r in out] == [("malformed-proposals", "p.jsonl:1"), ("malformed-proposals", "p.jsonl:2")]

@@ -28,6 +28,7 @@ from crisscross.ingest.validate import (
     join_all,
     join_image_and_captions,
 )
+from tests.special_files import KINDS, make_special
 
 
 def caption(caption_id: str = "ds:cap:1", image_id: str = "ds:img:1", text: str | None = "a dog", position: int = 1) -> CaptionRecord:
@@ -259,3 +260,20 @@ def test_check_image_path_on_uris_is_lexical() -> None:
         outside(check_image_path(image(file_name=name), bucket))
     assert check_image_path(image(file_name="gs://bucket/images/a.jpg"), bucket) == image(file_name="gs://bucket/images/a.jpg")
     outside(check_image_path(image(file_name="a\0.jpg"), bucket))
+
+
+@pytest.mark.timeout(30)  # a FIFO named x.jpg used to hang ingest forever
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_an_image_file_that_is_not_a_regular_file_is_quarantined_never_opened(images_folder: Path, kind: str) -> None:
+    make_special(images_folder / "x.jpg", kind)
+    for name in ("x.jpg", "sub/x.jpg"):  # as given, or by its base name
+        rejected = check_image_path(image(file_name=name), str(images_folder), root=str(images_folder.parent))
+        assert isinstance(rejected, Rejected) and (rejected.kind, rejected.key, rejected.reason) == (
+            "image",
+            "ds:img:1",
+            "not-a-regular-file",
+        )
+        assert rejected.detail == f"images/x.jpg is {KINDS[kind]}, not a regular file: only regular files are read as input"
+    # a file that became special after the path check is unreadable, not waited on
+    assert check_image_file(image(file_name="x.jpg"), str(images_folder)).pixels == PIXELS_UNREADABLE
+    assert check_image_path(image(file_name="a.jpg"), str(images_folder)) == image(file_name="a.jpg")

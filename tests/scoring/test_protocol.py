@@ -8,10 +8,11 @@ import pyarrow as pa
 import pytest
 
 from benchmarks.reference import reference_retrieval
+from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.scoring.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
-from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, Gallery, ScoreMatrixModel
+from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, Gallery, ScoreMatrixModel, score_matrix_model
 from crisscross.scoring.protocol import (
     Settings,
     average_folds,
@@ -256,3 +257,15 @@ def test_model_ranking_agreement_and_positives_agreement():
     (i2t,) = positives_agreement({"v": verified, "synthetic": truth}, "v", gallery)
     # the queries of the 10 verified pairs are 4 images with 3 captions each: 12 predicted pairs
     assert i2t["precision"] == pytest.approx(10 / 12) and i2t["recall"] == 1.0
+
+
+def test_a_score_matrix_file_numpy_cannot_load_is_one_line(tmp_path):
+    # np.load's ValueError (not an .npz, a pickled object array) and BadZipFile were tracebacks
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, scores=np.zeros((1, 1)), image_ids=np.array([{"a": 1}], dtype=object), caption_ids=np.array(["coco:cap:1"]))
+    for path, data in ((tmp_path / "text.npz", b"not numpy"), (tmp_path / "cut.npz", objects.read_bytes()[:200]), (objects, None)):
+        if data is not None:
+            path.write_bytes(data)
+        with pytest.raises(InputError, match=f"score matrix {path} is no readable .npz") as raised:
+            score_matrix_model("m", embeddings="", path=str(path))
+        assert len(str(raised.value).splitlines()) == 1

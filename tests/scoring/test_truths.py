@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from crisscross.core.errors import InputError
 from crisscross.core.registry import UnknownNameError
-from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, load_cxc
+from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, load_cxc, load_eccv
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +241,17 @@ def test_release_truth_merges_rounds_and_reads_any_dataset_ids(tmp_path: Path) -
     }
     assert truth.t2i == originals | {("f30k:cap:2#0", "f30k:img:1"), ("f30k:cap:1#1", "f30k:img:2")}
     assert ("f30k:cap:1#0", "f30k:cap:2#0") in truth.t2t and ("f30k:cap:1#0", "f30k:cap:1#1") in truth.t2t
+
+
+def test_an_eccv_folder_python_cannot_read_is_one_line_and_a_query_without_a_list_is_quarantined(tmp_path: Path) -> None:
+    # json.loads's RecursionError, data.items() of a list and iterating a number all left as tracebacks
+    (tmp_path / "eccv_caption_to_image.json").write_text('{"770337": [391895]}')
+    for data in ("[1]", "[" * 100_000 + "]" * 100_000):
+        (tmp_path / "eccv_image_to_caption.json").write_text(data)
+        with pytest.raises(InputError, match="eccv_image_to_caption.json: ") as raised:
+            load_eccv(tmp_path)
+        assert len(str(raised.value).splitlines()) == 1
+    (tmp_path / "eccv_image_to_caption.json").write_text('{"391895": 770337, "1": [2]}')
+    truth, report = load_eccv(tmp_path)
+    assert truth.i2t == frozenset({("coco:img:1", "coco:cap:2")})
+    assert [(r.reason, r.key) for r in report["rejected"]] == [("malformed-row", "391895")]
