@@ -87,13 +87,18 @@ def read_params(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        data = io.read_bytes(path)  # a FIFO or a folder named params.yaml is refused, never waited on
     except FileNotFoundError as error:
         raise InputError(f"no params file {path}") from error
-    except UnicodeDecodeError as error:  # the whole file was decoded at once: the error's object is its bytes
-        line = error.object[: error.start].count(b"\n") + 1
-        raise ParamError(f"{path}:{line}: not UTF-8 text (byte {error.object[error.start]:#04x})") from None
+    except io.NotARegularFileError:
+        raise
+    except OSError as error:
+        raise InputError(f"params file {path} cannot be read ({error.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ParamError(f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x})") from None
     document = parse_params(text, path)
     if document is None:
         return {}

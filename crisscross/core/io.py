@@ -202,7 +202,7 @@ def not_regular(path: str) -> str:
     return "" if stat.S_ISREG(mode) else _kind(mode)
 
 
-def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED) -> IO[bytes]:
+def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED, follow_symlinks: bool = True) -> IO[bytes]:
     """``path`` opened for reading, refusing anything but a regular file.
 
     A local path is opened without blocking (``O_NONBLOCK``: opening a FIFO otherwise waits for
@@ -210,12 +210,13 @@ def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED)
     checked (no race between a check and the open).  A FIFO, socket, device or directory raises
     :class:`NotARegularFileError`; a missing file raises ``FileNotFoundError`` as ``open`` does.
     URIs open through Beam's ``FileSystems``.  ``compression_type`` as Beam's (``AUTO``: by the
-    file's extension).
+    file's extension).  Without ``follow_symlinks`` a symlink is refused (``ELOOP``), so a reader
+    confined to a folder never reads through one.
     """
     if is_uri(path):
         return FileSystems.open(path, compression_type=compression_type)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW))
     except OSError as error:
         kind = not_regular(path) if error.errno == errno.ENXIO else ""  # a socket cannot be opened at all
         if kind:

@@ -20,6 +20,7 @@ from typing import IO, Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from crisscross.core import io
 from crisscross.core.errors import InputError, one_line
 from crisscross.formats.dvclock import Anchor, dir_md5
 
@@ -188,23 +189,18 @@ def parse_sums(text: str, where: str) -> dict[str, str]:
 
 
 def _read_regular(path: Path, use: Callable[[IO[bytes]], T]) -> T:
-    """``use`` applied to ``path`` opened for reading, if it is a regular file: the open follows no
-    symlink and does not wait for a FIFO's writer, so verify never leaves the folder nor blocks;
-    anything else, or a read that fails, is one line naming the file."""
+    """``use`` applied to ``path`` opened for reading, if it is a regular file (:func:`io.open_input`,
+    following no symlink), so verify never leaves the folder nor blocks; anything else, or a read
+    that fails, is one line naming the file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with io.open_input(str(path), follow_symlinks=False) as handle:
+            return use(handle)
+    except io.NotARegularFileError:
+        raise ReleaseCheckError(f"{_shown(path)}: not a regular file") from None
     except OSError as error:
         raise ReleaseCheckError(
             f"{_shown(path)}: cannot be read ({'a symlink' if error.errno == errno.ELOOP else error.strerror})"
         ) from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ReleaseCheckError(f"{_shown(path)}: not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            return use(handle)
-        except OSError as error:
-            raise ReleaseCheckError(f"{_shown(path)}: cannot be read ({error.strerror})") from None
 
 
 def _json_object(path: Path) -> dict[str, Any]:

@@ -48,6 +48,14 @@ def test_a_source_that_is_not_a_regular_file_is_one_line(tmp_path: Path, kind: s
     assert "captions.jsonl is a" in run.stderr and "not a regular file" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_params_file_that_is_not_a_regular_file_is_one_line(demo_dir: Path, tmp_path: Path, kind: str) -> None:
+    params = make_special(tmp_path / "params.yaml", kind)
+    run = crisscross("ingest", "--in", str(demo_dir / "captions.jsonl"), "--out", str(tmp_path / "items"), "--params", str(params))
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "params.yaml is a" in run.stderr and "Traceback" not in run.stderr and not (tmp_path / "items").exists()
+
+
 @pytest.fixture(scope="module")
 def text_build(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's items and one text encoder's embeddings: what ``evaluate --bison`` needs."""
