@@ -33,8 +33,8 @@ from typing import Any
 from crisscross.annotate.exports import ANSWER_CONTROL, SCORE_CONTROL
 from crisscross.annotate.store import open_store, redact
 from crisscross.core.csv_records import csv_records
-from crisscross.core.errors import UserError
-from crisscross.core.io import JSON_ERRORS, first_line
+from crisscross.core.errors import UserError, one_line
+from crisscross.core.io import JSON_ERRORS, json_document
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 
@@ -107,13 +107,13 @@ def _csv_table(name: str, data: bytes) -> tuple[list[str] | None, Iterator[tuple
     records = csv_records(enumerate(io.StringIO(_text(name, data), newline=""), start=1))
     first = next(records, None)
     if first is not None and first.error is not None:
-        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({first_line(first.error)})") from first.error
+        raise JudgmentFileError(f"{name}: the header line is not readable CSV ({one_line(first.error)})") from first.error
     header = first.cells if first is not None else None
 
     def rows(header: list[str]) -> Iterator[tuple[int, dict[str, str] | Rejected]]:
         for record in records:
             if record.cells is None:
-                yield record.line, _malformed(name, record.line, f"not readable CSV: {first_line(record.error)}", {"text": record.text})
+                yield record.line, _malformed(name, record.line, f"not readable CSV: {one_line(record.error)}", {"text": record.text})
             elif record.cells and len(record.cells) != len(header):
                 detail = f"{len(record.cells)} cells but the header has {len(header)}"
                 yield record.line, _malformed(name, record.line, detail, {"cells": record.cells})
@@ -164,7 +164,7 @@ class JsonlJudgments(JudgmentFormat):
             try:
                 obj = json.loads(text)
             except JSON_ERRORS as error:
-                out.append(_malformed(name, line, f"not JSON: {first_line(error)}", text))
+                out.append(_malformed(name, line, f"not JSON: {one_line(error)}", text))
                 continue
             if not isinstance(obj, dict):
                 out.append(_malformed(name, line, f"a JSON {type(obj).__name__}, not an object", text))
@@ -240,7 +240,7 @@ class CrowdCsvJudgments(JudgmentFormat):
                     "position": position,
                     "worker": row.get("WorkerId"),
                     "batch_seconds": row.get("WorkTimeInSeconds"),
-                    "batch_items": shown,
+                    "batch_items": shown or None,  # a template without item ids cannot count them: the batch's size then
                     "time": row.get("SubmitTime") or row.get("AcceptTime"),
                     **given,
                 }
@@ -266,10 +266,7 @@ class LabelStudioJudgments(JudgmentFormat):
     """
 
     def read(self, name: str, data: bytes) -> list[RawJudgment | Rejected]:
-        try:
-            document = json.loads(_text(name, data))
-        except JSON_ERRORS as error:
-            raise JudgmentFileError(f"{name}: not a JSON document ({first_line(error)})") from error
+        document = json_document(_text(name, data), name, JudgmentFileError)
         if not isinstance(document, list):
             raise JudgmentFileError(f"{name}: a Label Studio export is a list of tasks, got a JSON {type(document).__name__}")
         out: list[RawJudgment | Rejected] = []

@@ -214,10 +214,14 @@ def _value(values: Mapping[str, Any], kind: str, rules: JudgmentRules) -> tuple[
     given = values["answer"]
     exact = given.strip() if isinstance(given, str) else given  # caption ids are case-sensitive: tried as written first
     text = exact.casefold() if isinstance(exact, str) else None
+    problems = []
     for answer in (exact, ANSWER_ALIASES.get(text, text)):
-        if rules.value_problem(kind, None, answer) is None:
+        problem = rules.value_problem(kind, None, answer)
+        if problem is None:
             return None, answer
-    raise _Refused(*rules.value_problem(kind, None, given))  # refused: ``given`` fits only when its stripped form does
+        problems.append(problem)
+    # the answer as given names the problem; it may pass where its stripped form fails (" x:cap: "), then the stripped one does
+    raise _Refused(*(rules.value_problem(kind, None, given) or problems[0]))
 
 
 def _obey(problem: tuple[str, str] | None) -> None:
@@ -229,14 +233,13 @@ def _seconds(values: Mapping[str, Any], batch_items: int, rules: JudgmentRules) 
     if "seconds" in values:
         total, share = values["seconds"], 1
     elif "batch_seconds" in values:
-        total, share = values["batch_seconds"], _number(values.get("batch_items") or batch_items, "bad-seconds", "batch_items")
+        shown = values["batch_items"] if values.get("batch_items") not in (None, "") else batch_items  # a stated 0 stays 0
+        total, share = values["batch_seconds"], _number(shown, "bad-seconds", "batch_items")
         if share < 1 or not share.is_integer():
-            raise _Refused("bad-seconds", f"batch_items {values['batch_items']!r} is not a count of items")
+            raise _Refused("bad-seconds", f"batch_items {shown!r} is not a count of items")
     else:
         return None
     seconds = _number(total, "bad-seconds", "seconds")
-    if seconds < 0:
-        raise _Refused("bad-seconds", f"seconds {total!r} is negative")
     _obey(rules.seconds_problem(seconds / share))
     return seconds / share
 

@@ -16,6 +16,7 @@ import apache_beam as beam
 
 from crisscross.beam.common import route
 from crisscross.core import io
+from crisscross.core.errors import one_line
 from crisscross.core.quarantine import reject
 from crisscross.entities.files import SentenceError, linked_away, sentences_file
 from crisscross.entities.mentions import Caption, chunked_mentions, image_captions
@@ -50,7 +51,7 @@ def _sentences(path: str) -> Iterator[Any]:
         yield reject("sentences", path, error.reason, str(error), path, {"path": path})
         return
     except (SentenceError, UnicodeDecodeError) as error:
-        yield reject("sentences", path, "malformed-sentences", io.first_line(error), path, {"path": path})
+        yield reject("sentences", path, "malformed-sentences", one_line(error), path, {"path": path})
         return
     for caption in captions:
         yield beam.pvalue.TaggedOutput(CAPTION, caption)

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from crisscross.core.errors import InputError, UserError
+from crisscross.core.errors import InputError, UserError, one_line
 
 
 @contextlib.contextmanager
@@ -184,7 +184,8 @@ _FILE_KINDS = (
 )
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, as messages name it (``"a directory"`` …)."""
     return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
 
 
@@ -199,7 +200,7 @@ def not_regular(path: str) -> str:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):  # missing, a dangling link, a NUL in the name: whoever opens it says why
         return ""
-    return "" if stat.S_ISREG(mode) else _kind(mode)
+    return "" if stat.S_ISREG(mode) else file_kind(mode)
 
 
 def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED, follow_symlinks: bool = True) -> IO[bytes]:
@@ -210,8 +211,9 @@ def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED,
     checked (no race between a check and the open).  A FIFO, socket, device or directory raises
     :class:`NotARegularFileError`; a missing file raises ``FileNotFoundError`` as ``open`` does.
     URIs open through Beam's ``FileSystems``.  ``compression_type`` as Beam's (``AUTO``: by the
-    file's extension).  Without ``follow_symlinks`` a symlink is refused (``ELOOP``), so a reader
-    confined to a folder never reads through one.
+    file's extension).  Without ``follow_symlinks`` a symlink as the last part of ``path`` is
+    refused (``ELOOP``); folders on the way are still followed, so a reader confined to a folder
+    also walks it without entering linked folders (as ``release verify`` does).
     """
     if is_uri(path):
         return FileSystems.open(path, compression_type=compression_type)
@@ -225,7 +227,7 @@ def open_input(path: str, compression_type: str = CompressionTypes.UNCOMPRESSED,
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise refusal(path, _kind(mode))
+        raise refusal(path, file_kind(mode))
     os.set_blocking(fd, True)
     handle = os.fdopen(fd, "rb")
     if compression_type == CompressionTypes.AUTO:
@@ -245,19 +247,16 @@ def read_bytes(path: str) -> bytes:
 JSON_ERRORS = (ValueError, RecursionError)
 
 
-def json_document(data: bytes | str, where: str) -> Any:
-    """``data`` parsed as JSON, or :class:`InputError` with one line naming ``where``."""
+def json_document(data: bytes | str, where: str, error: Callable[[str], Exception] = InputError) -> Any:
+    """``data`` parsed as JSON, or ``error`` (a reader's own one-line error class) naming ``where``."""
     try:
         return json.loads(data)
-    except JSON_ERRORS as error:
-        raise InputError(f"{where}: not a JSON document ({first_line(error)})") from error
+    except JSON_ERRORS as problem:
+        raise error(f"{where}: not a JSON document ({one_line(problem)})") from problem
 
 
-def first_line(error: BaseException) -> str:
-    """An exception's message as one line (its type's name when it has none), for a one-line
-    error or a reject's detail: some messages (csv, XML, Beam) run over several lines."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+# What reading bytes that are no Parquet table raises: ArrowInvalid (a ValueError), OSError for a damaged footer.
+PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
 
 
 def read_parquet(path: str) -> pa.Table:
@@ -266,8 +265,8 @@ def read_parquet(path: str) -> pa.Table:
     data = read_bytes(path)
     try:
         return pq.read_table(io.BytesIO(data))
-    except (OSError, ValueError, pa.ArrowException) as error:  # ArrowInvalid is a ValueError, a damaged footer an OSError
-        raise InputError(f"{path}: not a readable Parquet file ({first_line(error)})") from error
+    except PARQUET_ERRORS as error:
+        raise InputError(f"{path}: not a readable Parquet file ({one_line(error)})") from error
 
 
 def exists(path: str) -> bool:

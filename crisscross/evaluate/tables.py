@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.core import io
-from crisscross.core.errors import InputError
+from crisscross.core.errors import InputError, one_line
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, scheme_for, split_id
 from crisscross.core.quarantine import Rejected, reject
 
@@ -38,7 +38,7 @@ def read_table(path: str) -> pa.Table:
     try:
         return pa.Table.from_pandas(pd.read_csv(BytesIO(data), dtype=str, keep_default_na=False), preserve_index=False)
     except _TABLE_ERRORS as error:
-        raise InputError(f"{path}: not a readable CSV table ({io.first_line(error)})") from error
+        raise InputError(f"{path}: not a readable CSV table ({one_line(error)})") from error
 
 
 def located_rows(path: str) -> list[tuple[str, dict[str, Any]]]:
@@ -48,7 +48,7 @@ def located_rows(path: str) -> list[tuple[str, dict[str, Any]]]:
     try:
         rows = table.to_pylist()
     except _TABLE_ERRORS as error:
-        raise InputError(f"{path}: holds values Python cannot hold ({io.first_line(error)})") from error
+        raise InputError(f"{path}: holds values Python cannot hold ({one_line(error)})") from error
     if path.endswith(".csv"):
         return [(f"{path}:{n}", row) for n, row in enumerate(rows, start=2)]
     return [(f"{path}:row {n}", row) for n, row in enumerate(rows, start=1)]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from crisscross.core import io
 from crisscross.core.csv_records import csv_records
-from crisscross.core.errors import InputError
+from crisscross.core.errors import InputError, one_line
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
@@ -82,7 +82,7 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
         records = csv_records(enumerate(handle, start=1))
         first = next(records, None)
         if first is not None and first.error is not None:
-            raise InputError(f"{path}: the header line is not readable CSV ({io.first_line(first.error)})")
+            raise InputError(f"{path}: the header line is not readable CSV ({one_line(first.error)})")
         header = first.cells if first is not None else None
         absent = [c for c in needed if c not in (header or [])]
         if absent:

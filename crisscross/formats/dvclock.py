@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError, one_line
 
 LOCK = "dvc.lock"
@@ -65,8 +66,8 @@ def recorded_outs(lock: Path) -> dict[str, dict[str, Any]]:
     """Every stage output ``dvc.lock`` records, by its path (normalised, relative to the lock's
     folder); a file that is not a ``dvc.lock`` is one line naming it."""
     try:
-        document = yaml.load(lock.read_text(encoding="utf-8"), Loader=_LOADER) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        document = yaml.load(io.read_bytes(str(lock)).decode("utf-8"), Loader=_LOADER) or {}  # a FIFO is refused, never waited on
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as error:
         raise InputError(f"{lock}: cannot be read as a dvc.lock ({one_line(error)})") from None
     stages = (document.get("stages") or {}) if isinstance(document, dict) else None
     if not isinstance(stages, dict) or not all(isinstance(s, dict) and isinstance(s.get("outs") or [], list) for s in stages.values()):

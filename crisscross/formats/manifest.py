@@ -36,15 +36,8 @@ ATTRIBUTION = "ATTRIBUTION.csv"
 _SUM_LINE = re.compile(r"([0-9a-f]{64}) [ *](.+)", re.ASCII)
 _CHUNK = 1 << 20
 _SHOWN = 5  # problems a failed verify names before it counts the rest
-FOLDER = "a folder"
+FOLDER = io.file_kind(stat.S_IFDIR)
 T = TypeVar("T")
-_KINDS: tuple[tuple[Callable[[int], bool], str], ...] = (
-    (stat.S_ISDIR, FOLDER),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
 
 
 class ReleaseCheckError(InputError):
@@ -91,8 +84,7 @@ def _kind(entry: os.DirEntry[str], root: Path) -> str:
         target = os.readlink(entry.path)
         leaving = not Path(os.path.realpath(entry.path)).is_relative_to(os.path.realpath(root))
         return f"a symlink to {_shown(target)}" + (", leaving the release" if leaving else "")
-    mode = entry.stat(follow_symlinks=False).st_mode
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return io.file_kind(entry.stat(follow_symlinks=False).st_mode)
 
 
 def folder_entries(folder: Path) -> Entries:
@@ -204,10 +196,7 @@ def _read_regular(path: Path, use: Callable[[IO[bytes]], T]) -> T:
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(_read_regular(path, lambda handle: handle.read()))
-    except (ValueError, RecursionError) as error:
-        raise ReleaseCheckError(f"{_shown(path)}: not JSON ({_shown(one_line(error))})") from None
+    value = io.json_document(_read_regular(path, lambda handle: handle.read()), _shown(path), ReleaseCheckError)
     if not isinstance(value, dict):
         raise ReleaseCheckError(f"{_shown(path)}: not a JSON object")
     return value

@@ -51,9 +51,9 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressionTypes
 
 from crisscross.core.csv_records import csv_records
-from crisscross.core.errors import UserError
+from crisscross.core.errors import UserError, one_line
 from crisscross.core.ids import IMAGE_KIND, CocoIdScheme, FlickrIdScheme, IdScheme, scheme_for
-from crisscross.core.io import JSON_ERRORS, NotARegularFileError, first_line, open_input
+from crisscross.core.io import JSON_ERRORS, PARQUET_ERRORS, NotARegularFileError, json_document, open_input
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.registry import Registry
 from crisscross.core.settings import setting
@@ -113,7 +113,6 @@ def _file_name(path: str) -> str:
 
 # What pyarrow raises for bytes that are no readable Parquet: ArrowInvalid (a ValueError),
 # OSError, and other ArrowExceptions (ArrowNotImplementedError, ArrowTypeError, …).
-_PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
 # What turning an Arrow value into a Python one raises: UnicodeDecodeError (a ValueError) for a
 # string that is not UTF-8, which Arrow does not check on read; OverflowError for a date or time
 # beyond Python's range (a timestamp past the year 9999).
@@ -127,7 +126,7 @@ def _open(path: str) -> IO[bytes]:
     except NotARegularFileError as e:
         raise SourceFileError(str(e)) from e
     except OSError as e:
-        raise SourceFileError(f"cannot open input file {path}: {first_line(e)}") from e
+        raise SourceFileError(f"cannot open input file {path}: {one_line(e)}") from e
 
 
 def _decoded_lines(path: str) -> Iterator[tuple[int, str] | Rejected]:
@@ -158,7 +157,7 @@ def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
         try:
             row = json.loads(text)
         except JSON_ERRORS as e:
-            yield reject("row", "", "malformed-row", f"invalid JSON: {first_line(e)}", source, json.dumps(text))
+            yield reject("row", "", "malformed-row", f"invalid JSON: {one_line(e)}", source, json.dumps(text))
             continue
         if not isinstance(row, dict):
             yield reject("row", "", "malformed-row", f"a JSON {type(row).__name__}, not an object", source, json.dumps(text))
@@ -181,7 +180,7 @@ def _csv_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]:
     records = csv_records(good_lines())
     header = next(records, None)
     if header is not None and header.error is not None:
-        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({first_line(header.error)})") from header.error
+        raise SourceFileError(f"{path}: the first line must be a readable CSV header ({one_line(header.error)})") from header.error
     if header is None or header.cells is None or pending or header.line != 1:
         raise SourceFileError(f"{path}: the first line must be a readable CSV header")
     columns = header.cells
@@ -211,8 +210,8 @@ def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]
     try:
         parquet = pq.ParquetFile(io.BytesIO(data))
         names = parquet.schema_arrow.names
-    except _PARQUET_ERRORS as e:
-        raise SourceFileError(f"{path} is not a Parquet file: {first_line(e)}") from e
+    except PARQUET_ERRORS as e:
+        raise SourceFileError(f"{path} is not a Parquet file: {one_line(e)}") from e
     missing = sorted(set(needed) - set(names))
     if missing:
         raise SourceFileError(f"{path}: no column(s) {', '.join(missing)} in {names}")
@@ -221,8 +220,8 @@ def _parquet_rows(path: str, needed: Iterable[str]) -> Iterator[_Row | Rejected]
     while True:
         try:  # a damaged page is found only when its batch is decoded
             batch = next(batches, None)
-        except _PARQUET_ERRORS as e:
-            raise SourceFileError(f"{path}: cannot decode the Parquet rows after row {number}: {first_line(e)}") from e
+        except PARQUET_ERRORS as e:
+            raise SourceFileError(f"{path}: cannot decode the Parquet rows after row {number}: {one_line(e)}") from e
         if batch is None:
             break
         for row in _batch_rows(batch, set(needed)):
@@ -266,7 +265,7 @@ def _convert_row(one: pa.RecordBatch, needed: set[str]) -> dict[str, Any] | _Unc
         return row
     column_name, error = problems[0]
     reason = "bad-encoding" if isinstance(error, UnicodeDecodeError) else "malformed-row"
-    return _Unconvertible(reason, f"column {column_name!r}: {first_line(error)}", row)
+    return _Unconvertible(reason, f"column {column_name!r}: {one_line(error)}", row)
 
 
 def _arrow_text(column: pa.Array) -> str:
@@ -281,11 +280,7 @@ def _arrow_text(column: pa.Array) -> str:
 
 def _json_document(path: str) -> Any:
     with _open(path) as handle:
-        data = handle.read()
-    try:
-        return json.loads(data)
-    except JSON_ERRORS as e:
-        raise SourceFileError(f"{path} is not a valid JSON document: {first_line(e)}") from e
+        return json_document(handle.read(), path, SourceFileError)
 
 
 # --- fields -----------------------------------------------------------------------------------
@@ -304,7 +299,7 @@ def _id(parse: Callable[[object], str], value: object, what: str, key: str = "")
     try:
         return parse(value)
     except ValueError as e:  # IdFormError, or an integer id longer than Python converts
-        raise _RowError("bad-id", f"{what}: {first_line(e)}", key) from e
+        raise _RowError("bad-id", f"{what}: {one_line(e)}", key) from e
 
 
 def _string(value: object, what: str, key: str = "") -> str:
@@ -327,7 +322,7 @@ def _flickr_caption(image_id: str, index: int) -> str:
     try:
         return _FLICKR.caption(_FLICKR.caption_native(_FLICKR.native(image_id, IMAGE_KIND), index))
     except ValueError as e:  # an index longer than Python converts
-        raise _RowError("bad-id", f"caption id: {first_line(e)}") from e
+        raise _RowError("bad-id", f"caption id: {one_line(e)}") from e
 
 
 def _first_text(candidates: Iterable[str | None]) -> str | None:
@@ -341,7 +336,7 @@ def _index(value: object, what: str, key: str = "") -> int:
         try:
             return int(value)
         except ValueError as e:  # more digits than Python converts
-            raise _RowError("bad-id", f"{what}: {first_line(e)}", key) from e
+            raise _RowError("bad-id", f"{what}: {one_line(e)}", key) from e
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _RowError("bad-id", f"{what} {value!r} is not a non-negative integer", key)
     return value

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from crisscross.core import io
-from crisscross.core.errors import InputError, ParamError, UserError
+from crisscross.core.errors import InputError, ParamError, UserError, one_line
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.registry import Registry
 from crisscross.core.settings import Options, setting
@@ -369,7 +369,7 @@ def score_matrix_model(name: str, *, embeddings: str, path: str) -> Model:
     except InputError:
         raise
     except _NPZ_ERRORS as error:
-        raise InputError(f"score matrix {path} is no readable .npz of arrays ({io.first_line(error)})") from error
+        raise InputError(f"score matrix {path} is no readable .npz of arrays ({one_line(error)})") from error
     try:
         return ScoreMatrixModel(name, *arrays)
     except InputError as error:

@@ -468,7 +468,8 @@ def _first_problem(error: RequestValidationError) -> str:
     """A malformed request's first problem as one line: where (``body.answers.0.score``) and what."""
     first = error.errors()[0] if error.errors() else {"loc": (), "msg": "malformed request"}
     where = ".".join(str(part) for part in first.get("loc", ()))
-    return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "malformed request"))
+    text = f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "malformed request"))
+    return " ".join(text.split())  # a key the client sent is part of ``where``: its line breaks do not split the line
 
 
 def _image_file(image_id: str, round_: Round, cache: str) -> Response:

@@ -31,15 +31,20 @@ def csrf_ok(secret: bytes, session: str, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(csrf_token(secret, session), given)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def origin_of(url: str) -> str | None:
     """``scheme://host[:port]`` of an absolute http(s) URL, lower-cased as browsers send Origin; None otherwise."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return None
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.netloc:
         return None
-    return f"{parts.scheme.lower()}://{parts.netloc.lower().rpartition('@')[2]}"
+    host = parts.netloc.lower().rpartition("@")[2]
+    return f"{scheme}://{host.removesuffix(f':{_DEFAULT_PORTS[scheme]}')}"  # browsers leave a default port out
 
 
 def same_origin(origin: str | None, referer: str | None, wanted: str) -> bool:

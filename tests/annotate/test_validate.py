@@ -10,10 +10,13 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from crisscross.annotate.formats import JUDGMENT_FORMATS
+from crisscross.annotate.formats import JUDGMENT_FORMATS, RawJudgment
 from crisscross.annotate.validate import REASONS, parse_time, summary, validate
 from crisscross.formats.schema import (
+    CHOOSE,
     JUDGMENTS_SCHEMA,
     SIS,
     SITS,
@@ -309,3 +312,44 @@ def test_an_item_in_several_batches_needs_the_record_to_name_its_batch():
     judgments, rejected = validate(records, tasks)
     assert [(r["worker"], r["batch_id"]) for r in judgments.to_pylist()] == [("w", "sis-00002")]
     assert sorted((r.source, r.reason) for r in rejected) == [("s.jsonl:2", "missing-field"), ("s.jsonl:3", "duplicate-judgment")]
+
+
+CHOOSE_ITEM = item_id(CHOOSE, I1, I2)
+CHOSEN_TASKS = pa.Table.from_pylist(
+    [
+        *tasks_table().to_pylist(),
+        {
+            "item_id": CHOOSE_ITEM,
+            "task_type": CHOOSE,
+            "id_a": I1,
+            "id_b": I2,
+            "sampling_method": "m",
+            "gold": "",
+            "batch_id": "choose-1",
+            "position": 1,
+        },
+    ],
+    schema=TASKS_SCHEMA,
+)
+FIELDS = ("item_id", "worker", "score", "answer", "seconds", "batch_seconds", "batch_items", "time", "batch_id", "position", "task_type")
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from([CHOOSE_ITEM, ITEM[STS], ITEM[VERIFY], "choose-1", "0", " x:cap: ", "x:cap:", "none", "100% yes", "1e300", "-1"]),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@given(records=st.lists(st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=7), max_size=12))
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@example(records=[{"worker": "w", "batch_id": "choose-1", "position": "1", "answer": " x:cap: "}])  # was a TypeError: a traceback on import
+@example(records=[{"worker": "w", "item_id": ITEM[SIS], "score": 1, "batch_seconds": 10, "batch_items": 0}])  # a stated 0 items stays 0
+def test_any_record_is_kept_or_quarantined_with_a_known_reason(records: list[dict]) -> None:
+    raws = [RawJudgment(f"f.jsonl:{n}", ("f.jsonl", n, 0), values, values) for n, values in enumerate(records, start=1)]
+    judgments, rejected = validate(raws, CHOSEN_TASKS)
+    assert judgments.num_rows + len(rejected) == len(records)
+    assert {r.reason for r in rejected} <= set(REASONS)
+    assert all(r["seconds"] is None or 0 <= r["seconds"] <= 3600 for r in judgments.to_pylist())

@@ -100,9 +100,9 @@ MALFORMED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "a name with ./": (lambda r: (r / SUMS).write_text((r / SUMS).read_text().replace("  data/", "  ./data/")), ("SHA256SUMS:",)),
     "a listed file missing": (lambda r: (r / "data" / "pairs.csv").unlink(), ("data/pairs.csv", "listed in SHA256SUMS but missing")),
     "a file not listed": (lambda r: (r / "data" / "extra.csv").write_text("x\n"), ("data/extra.csv", "not listed in SHA256SUMS")),
-    "a folder where a file is listed": (replaced_by("data/pairs.csv", Path.mkdir), ("data/pairs.csv", "is a folder")),
-    "a FIFO where a file is listed": (replaced_by("data/pairs.csv", os.mkfifo), ("data/pairs.csv", "is a FIFO")),
-    "a FIFO named like a data file": (lambda r: os.mkfifo(r / "data" / "more.csv"), ("data/more.csv", "a FIFO")),
+    "a folder where a file is listed": (replaced_by("data/pairs.csv", Path.mkdir), ("data/pairs.csv", "is a directory")),
+    "a FIFO where a file is listed": (replaced_by("data/pairs.csv", os.mkfifo), ("data/pairs.csv", "is a named pipe (FIFO)")),
+    "a FIFO named like a data file": (lambda r: os.mkfifo(r / "data" / "more.csv"), ("data/more.csv", "a named pipe (FIFO)")),
     "a symlink leaving the folder": (
         replaced_by("data/pairs.csv", lambda p: p.symlink_to("/dev/zero")),
         ("data/pairs.csv", "a symlink to /dev/zero, leaving the release"),
@@ -110,14 +110,14 @@ MALFORMED: dict[str, tuple[Callable[[Path], None], tuple[str, ...]]] = {
     "a symlinked folder leaving it": (lambda r: (r / "data" / "up").symlink_to("/"), ("data/up", "leaving the release")),
     "SHA256SUMS a folder": (replaced_by(SUMS, Path.mkdir), ("SHA256SUMS", "not a regular file")),
     "SHA256SUMS a symlink": (replaced_by(SUMS, lambda p: p.symlink_to(p.parent / "README.md")), ("SHA256SUMS", "a symlink")),
-    "release.json not JSON": (consistent(INFO, b"{"), ("release.json", "not JSON")),
+    "release.json not JSON": (consistent(INFO, b"{"), ("release.json", "not a JSON document")),
     "release.json a list": (consistent(INFO, b"[]"), ("release.json", "not a JSON object")),
-    "release.json nested past the parser's depth": (consistent(INFO, b"[" * 100_000), ("release.json", "not JSON")),
+    "release.json nested past the parser's depth": (consistent(INFO, b"[" * 100_000), ("release.json", "not a JSON document")),
     "release.json counts not a map": (
         consistent(INFO, json.dumps({"name": "t", "version": "1", "counts": "x"}).encode()),
         ("release.json", "'counts'"),
     ),
-    "croissant.json not JSON": (consistent(CROISSANT, b"{"), ("croissant.json", "not JSON")),
+    "croissant.json not JSON": (consistent(CROISSANT, b"{"), ("croissant.json", "not a JSON document")),
     "a Parquet file that is not Parquet": (consistent("data/pairs.parquet", b"junk"), ("data/pairs.parquet", "rows cannot be counted")),
     "a CSV file that is not UTF-8": (consistent("data/pairs.csv", b"a,b\n\xff\xfe,1\n"), ("data/pairs.csv", "rows cannot be counted")),
     "a JSON data file that is not JSON": (consistent("data/maps.json", b"{"), ("data/maps.json", "rows cannot be counted")),
@@ -259,6 +259,7 @@ BAD_ANCHORS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--lock not YAML": (["--lock", "junk.lock"], ("junk.lock", "cannot be read as a dvc.lock")),
     "--lock not a dvc.lock": (["--lock", "list.lock"], ("list.lock", "not a dvc.lock")),
     "--lock a folder": (["--lock", "releases"], ("releases", "cannot be read")),
+    "--lock a FIFO": (["--lock", "fifo.lock"], ("fifo.lock", "named pipe")),  # read, it would wait for a writer forever
     "--lock without a directory output": (["--lock", "other.lock"], ("other.lock", "records no directory output")),
     "--lock with a DVC 2 hash": (["--lock", "legacy.lock"], ("legacy.lock", "no DVC 3 directory hash")),
 }
@@ -273,6 +274,7 @@ def test_a_bad_anchor_is_one_line(
     Path("junk.lock").write_text("stages: [unclosed\n")
     Path("list.lock").write_text("- 1\n")
     Path("other.lock").write_text("schema: '2.0'\nstages:\n  s:\n    outs:\n    - path: elsewhere\n      hash: md5\n      md5: x\n")
+    os.mkfifo("fifo.lock")
     Path("legacy.lock").write_text(f"stages:\n  s:\n    outs:\n    - path: demo\n      md5: {'0' * 32}.dir\n")
     args, expected = BAD_ANCHORS[case]
     code, _, err = run_verify([str(dvc_repo / "releases" / "demo"), *args], capsys)

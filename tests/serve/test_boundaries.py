@@ -128,7 +128,9 @@ def test_every_response_carries_the_security_headers(store: Store, round_files: 
 
 
 def test_refusals_are_one_line_json(store: Store, round_files: RoundFiles):
-    client = browser(make_app(store, round_files))
-    for response in (client.get("/api/batch"), client.get("/api/image/x/a?batch=b"), client.post("/api/submit", content=b"{")):
+    client = signed_in(store, round_files)
+    batch, csrf = _first_batch(client)
+    broken_key = _submit(client, batch, csrf, [{**answers(batch)[0], "a\nb": 1}])  # the key the client sent is in the detail
+    for response in (browser(make_app(store, round_files)).get("/api/batch"), client.get("/api/image/x/a?batch=b"), broken_key):
         detail = response.json()["detail"]
-        assert response.status_code in (401, 422) and isinstance(detail, str) and "\n" not in detail
+        assert response.status_code in (401, 422) and isinstance(detail, str) and "\n" not in detail, detail

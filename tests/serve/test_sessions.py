@@ -111,6 +111,9 @@ def test_the_apps_own_referer_or_its_public_origin_is_accepted(store: Store, rou
     assert proxied.post("/signin", data={"token": store.add_rater("bob", NOW)}, follow_redirects=False).status_code == 403
     proxied.headers["Origin"] = "http://rate.example.org:8443"
     assert proxied.post("/signin", data={"token": store.add_rater("cy", NOW)}, follow_redirects=False).status_code == 303
+    default_port = browser(make_app(store, round_files, public_url="https://rate.example.org:443/"))
+    default_port.headers["Origin"] = "https://rate.example.org"  # browsers leave the default port out of Origin
+    assert default_port.post("/signin", data={"token": store.add_rater("dan", NOW)}, follow_redirects=False).status_code == 303
 
 
 def test_signing_in_again_ends_the_session_the_browser_had(store: Store, round_files: RoundFiles):
@@ -126,4 +129,5 @@ def test_a_schema_1_database_is_upgraded_in_place(store: Store):
         run("UPDATE meta SET value = '1' WHERE key = 'schema'")
     token = store.add_rater("ann", NOW)
     store.init()
+    assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [("2",)]
     assert store.rater_of(token) == "ann" and store.session_rater(store.open_session("ann", NOW, SessionPolicy()), NOW, SessionPolicy())
