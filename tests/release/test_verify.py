@@ -225,7 +225,9 @@ def test_a_consistent_edit_passes_the_checksums_but_not_the_anchor(dvc_repo: Pat
     shutil.copytree(release, consumer)
     code, out, _ = run_verify([str(consumer)], capsys)
     assert code == 0 and "no anchor: checksums only" in out  # what SHA256SUMS alone can say
-    code, _, err = run_verify([str(release)], capsys)
+    code, out, _ = run_verify([str(release)], capsys)  # in the repository the lock is found and the difference said
+    assert code == 0 and f"but its DVC directory hash is {verify(release)['md5']}, not {recorded}" in out and "--anchored" in out
+    code, _, err = run_verify([str(release), "--anchored"], capsys)
     assert_one_line_exit_2(code, err, "its DVC directory hash is", f"not {recorded}", "dvc.lock records for releases/demo")
     # a consumer anchors on the dvc.lock of the tag (found by the folder's name) or on the hash itself
     lock_copy = tmp_path / "tag.lock"
