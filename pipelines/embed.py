@@ -33,6 +33,10 @@ class EmbedSettings:
     # and for any worker count (run more worker processes for speed); 0 = the worker machine's cores
     # divided by its worker processes (faster in one process; bytes then follow the core count).
     threads: int = setting(1, low=0)
+    # Batches encoded at once per worker process, each on its own thread with ``threads`` kernel
+    # threads and its own copy of the model: the bytes do not depend on it.  0 = the worker
+    # machine's cores divided by its worker processes and by ``threads``.
+    lanes: int = setting(0, low=0)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -83,8 +87,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
                 meta,
                 [] if encoder.needs_payload else ids,
                 parse_id,
-                int(stage.params["batch_size"]),
-                int(stage.params["threads"]),
+                stage.settings.batch_size,
+                stage.settings.threads,
+                stage.settings.lanes,
                 processes,
                 stage.root,
             )

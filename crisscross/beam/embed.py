@@ -4,8 +4,10 @@ Beam elements are batches, never single items, because pickling every caption at
 cost more than encoding it.  The input is Arrow tables (Parquet row groups); each is split by a
 stable hash of the id into buckets, a bucket's rows are sorted by id and cut into ``batch_size``
 batches, so the same inputs give the same batches (and the same bytes) on any runner and any
-number of workers.  A model is loaded once per worker process, shared by the ``DoFn`` instances
-in it, and given that process's share of the CPU threads.  Encoded vectors never meet in one
+number of workers.  A model is loaded once per lane of a worker process (:mod:`crisscross.embed.lanes`:
+threads that encode whole batches side by side, each with single-threaded kernels, so the process
+uses its share of the cores and the bytes do not follow it), shared by the ``DoFn`` instances in
+the process.  Encoded vectors never meet in one
 Beam element: each bundle writes its rows as a shard file, and one merge step writes the set in
 id order and the co-caption means from the shards (so memory does not grow with copies of the
 whole matrix in shuffles).  Unreadable images and
@@ -16,13 +18,13 @@ was left out is always listed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import sys
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from io import BytesIO
 from typing import Any, NamedTuple
 
@@ -41,8 +43,9 @@ from threadpoolctl import threadpool_limits
 from crisscross.beam.common import REJECTED, default_threads, gather
 from crisscross.core import io, numerics
 from crisscross.core.images import UnreadableImageError, load_rgb
-from crisscross.core.quarantine import reject
+from crisscross.core.quarantine import Rejected, reject
 from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
+from crisscross.embed.lanes import InOrder, Lanes, lane_count
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_means, row_problem, set_dir
 from crisscross.ingest.records import PIXELS_OK
 
@@ -121,43 +124,74 @@ def build_encoder(spec: str, modality: str) -> Encoder:
     return REGISTRIES[modality].create(spec)
 
 
-@dataclass(eq=False)
-class Loaded:
-    """A loaded encoder and a lock letting one batch at a time through it, so ``stats`` deltas stay exact."""
-
-    encoder: Encoder
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def shared_model(handle: Shared, spec: str, modality: str, threads: int) -> Loaded:
-    """A loaded model encoder, built once per process for a ``Shared`` handle and used by every
-    ``DoFn`` instance holding that handle (the runner makes several; each used to load its own
-    copy).  Another pipeline has another handle and loads its own, so timings and tests that run
-    several pipelines in one process each pay (and see) a real load.
+def shared_lanes(handle: Shared, spec: str, modality: str, threads: int, lanes: int) -> Lanes:
+    """``lanes`` loaded copies of a model encoder, built once per process for a ``Shared`` handle and
+    used by every ``DoFn`` instance holding that handle (the runner makes several; each used to load
+    its own copy).  Another pipeline has another handle and loads its own, so timings and tests that
+    run several pipelines in one process each pay (and see) a real load.
     """
 
-    def load() -> Loaded:
-        encoder = build_encoder(spec, modality)
-        encoder.use_threads(threads)
-        encoder.load()
-        return Loaded(encoder)
+    def load() -> Lanes:
+        encoders = []
+        for _ in range(lanes):
+            encoder = build_encoder(spec, modality)
+            encoder.use_threads(threads)
+            encoder.load()
+            encoders.append(encoder)
+        return Lanes(encoders)
 
-    return handle.acquire(load, tag=(spec, modality, threads))
+    return handle.acquire(load, tag=(spec, modality, threads, lanes))
 
 
 def limit_process_threads(threads: int) -> None:
-    """Set this process's BLAS / OpenMP pools, and torch's if a model imported it, to ``threads``.
+    """Set this process's BLAS / OpenMP pools, and torch's if a model imported it, to ``threads``
+    kernel threads per computation.
 
-    Process-wide on purpose: it is the worker's share of the machine.  With the in-process runner
-    the worker is the main process, whose default share (all cores) is what these pools start with."""
+    Process-wide on purpose: every lane computes with this many.  torch's setting is global, and
+    the lanes' threads (started later) read it on their first operation."""
     threadpool_limits(limits=threads)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
 
 
+@dataclass(frozen=True)
+class BatchDone:
+    """What a lane made of one batch, handed back to the bundle's thread, where Beam's metrics and
+    outputs live."""
+
+    not_covered: list[str]
+    unreadable: list[Rejected]
+    ids: list[str]
+    groups: list[str]
+    vectors: np.ndarray
+    dim: int  # the encoder's width, which every row must have
+    stats: dict[str, int]  # the encoder's counters over this batch
+
+
+def encode_batch(encoder: Encoder, batch: Batch, spec: str, modality: str, root: str | None) -> BatchDone:
+    """One batch on one lane: what the encoder cannot see, decoding (images), encoding."""
+    ids, payloads, groups = list(batch.ids), list(batch.payloads), list(batch.groups)
+    covered = encoder.covers(ids)
+    not_covered = [i for i, ok in zip(ids, covered, strict=True) if not ok]
+    keep = [i for i, ok in enumerate(covered) if ok]
+    ids, payloads, groups = [ids[i] for i in keep], [payloads[i] for i in keep], [groups[i] for i in keep]
+    unreadable: list[Rejected] = []
+    if modality == IMAGE and encoder.needs_payload:
+        ids, payloads, groups, unreadable = _decode_images(ids, payloads, groups, spec, root)
+    if not ids:
+        return BatchDone(not_covered, unreadable, [], [], np.zeros((0, encoder.dim), np.float32), encoder.dim, {})
+    before = encoder.stats()
+    vectors = np.asarray(encoder.encode(ids, payloads), dtype=np.float32)
+    stats = {name: value - before.get(name, 0) for name, value in encoder.stats().items()}
+    return BatchDone(not_covered, unreadable, ids, groups, vectors, encoder.dim, stats)
+
+
 class EncodeBatches(beam.DoFn):
-    """Encode batches with one encoder, loaded once per worker process in ``setup``."""
+    """Encode batches with one encoder, on lanes loaded once per worker process in ``setup``.
+
+    Batches go to the lanes as they arrive and their results come back in order, the last ones in
+    ``finish_bundle``, so a bundle's outputs are the same whatever the number of lanes."""
 
     def __init__(
         self,
@@ -167,6 +201,7 @@ class EncodeBatches(beam.DoFn):
         parse_id: Callable[[object], str],
         total: int,
         threads: int,
+        lanes: int,
         processes: int,
         root: str | None = None,
     ) -> None:
@@ -177,47 +212,52 @@ class EncodeBatches(beam.DoFn):
         self._root = root
         self._total = total
         self._threads = threads
+        self._lanes = lanes
         self._processes = processes
         self._namespace = f"{STAGE}/{spec}"
-        self._models = Shared()  # one handle per encoder step: its DoFn instances in a process share one model
+        self._models = Shared()  # one handle per encoder step: its DoFn instances in a process share its lanes
 
     def setup(self) -> None:
         numerics.check(f"embed {self._spec}")
-        threads = self._threads or default_threads(self._processes)
+        cores = default_threads(self._processes)
+        threads = self._threads or cores
         spec = io.located_source(self._spec, self._root)  # a precomputed file relative to the launching directory
         encoder = build_encoder(spec, self._modality)
         if encoder.needs_payload:
-            self._loaded = shared_model(self._models, spec, self._modality, threads)
-        else:  # id-keyed encoders are bound to this dataset; cheap to build, not shared
+            lanes = shared_lanes(self._models, spec, self._modality, threads, lane_count(self._lanes, threads, cores))
+        else:  # id-keyed encoders are bound to this dataset; cheap lookups, one lane
             encoder.load()
             encoder.bind(self._dataset_ids, self._parse_id)
-            self._loaded = Loaded(encoder)
+            lanes = Lanes([encoder])
         limit_process_threads(threads)
+        self._window = InOrder(lanes)
         self._done = 0
 
     def process(self, batch: Batch) -> Iterable[Any]:
-        encoder = self._loaded.encoder
-        ids, payloads, groups = list(batch.ids), list(batch.payloads), list(batch.groups)
-        covered = encoder.covers(ids)
-        for item_id in (i for i, ok in zip(ids, covered, strict=True) if not ok):
+        task = functools.partial(encode_batch, batch=batch, spec=self._spec, modality=self._modality, root=self._root)
+        for done in self._window.put(task):
+            yield from self._outputs(done)
+
+    def finish_bundle(self) -> Iterable[Any]:
+        for done in self._window.drain():
+            for output in self._outputs(done):
+                if isinstance(output, beam.pvalue.TaggedOutput):
+                    yield beam.pvalue.TaggedOutput(output.tag, _windowed(output.value))
+                else:
+                    yield _windowed(output)
+
+    def _outputs(self, done: BatchDone) -> Iterable[Any]:
+        for item_id in done.not_covered:
             Metrics.counter(self._namespace, "skipped/not-covered").inc()
             yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(self._spec, item_id, "not-covered"))
-        keep = [i for i, ok in enumerate(covered) if ok]
-        ids, payloads, groups = [ids[i] for i in keep], [payloads[i] for i in keep], [groups[i] for i in keep]
-        if self._modality == IMAGE and encoder.needs_payload:
-            ids, payloads, groups, unreadable = _decode_images(ids, payloads, groups, self._spec, self._root)
-            for rejected in unreadable:
-                Metrics.counter(self._namespace, "rejected/unreadable-image").inc()
-                yield beam.pvalue.TaggedOutput(REJECTED, rejected)
-        if not ids:
+        for rejected in done.unreadable:
+            Metrics.counter(self._namespace, "rejected/unreadable-image").inc()
+            yield beam.pvalue.TaggedOutput(REJECTED, rejected)
+        if not done.ids:
             return
-        with self._loaded.lock:
-            before = encoder.stats()
-            vectors = np.asarray(encoder.encode(ids, payloads), dtype=np.float32)
-            after = encoder.stats()
         good = []
-        for row, item_id in enumerate(ids):
-            problem = row_problem(vectors[row], encoder.dim)
+        for row, item_id in enumerate(done.ids):
+            problem = row_problem(done.vectors[row], done.dim)
             if problem is None:
                 good.append(row)
                 continue
@@ -234,16 +274,20 @@ class EncodeBatches(beam.DoFn):
                 ),
             )
         Metrics.counter(self._namespace, "encoded").inc(len(good))
-        for name, value in after.items():
-            Metrics.counter(self._namespace, f"stat/{name}").inc(value - before.get(name, 0))
-        self._log_progress(len(ids))
-        yield Encoded(tuple(ids[r] for r in good), tuple(groups[r] for r in good), vectors[good])
+        for name, value in done.stats.items():
+            Metrics.counter(self._namespace, f"stat/{name}").inc(value)
+        self._log_progress(len(done.ids))
+        yield Encoded(tuple(done.ids[r] for r in good), tuple(done.groups[r] for r in good), done.vectors[good])
 
     def _log_progress(self, n: int) -> None:
         """One line per tenth of the items this worker has passed (each worker logs its own share)."""
         before, self._done = self._done, self._done + n
         if self._done * 10 // max(1, self._total) > before * 10 // max(1, self._total):
             LOG.info("%s: %d of %d items encoded on this worker", self._spec, self._done, self._total)
+
+
+def _windowed(value: Any) -> WindowedValue:
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _decode_images(
@@ -298,7 +342,7 @@ class WriteShards(beam.DoFn):
         io.write_npy(f"{stem}.npy", np.concatenate([batch.vectors for batch in self._batches]))
         io.write_parquet(f"{stem}.parquet", pa.table({"id": pa.array(ids, pa.string()), "group": pa.array(groups, pa.string())}))
         self._batches = []
-        yield WindowedValue(stem, MIN_TIMESTAMP, [GlobalWindow()])
+        yield _windowed(stem)
 
 
 def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, Any], means: tuple[str, dict[str, Any]] | None) -> None:
@@ -332,7 +376,8 @@ class EmbedItems(beam.PTransform):
     ``meta`` (encoder, version, dim, needs_payload, items, encodable) comes from the encoder prepared once at
     pipeline construction, so the written metadata does not depend on which worker wrote it.
     ``dataset_ids`` are only needed by id-keyed encoders (precomputed vectors) and may be empty.
-    ``threads`` per worker process (0: the worker machine's cores shared by ``processes`` processes).
+    ``threads`` kernel threads per computation (0: the worker machine's cores shared by ``processes``
+    processes) and ``lanes`` batches at once per worker process (0: enough to fill its cores).
     Image paths in the table are relative to ``root`` (the launching directory) unless absolute or URIs.
     """
 
@@ -346,6 +391,7 @@ class EmbedItems(beam.PTransform):
         parse_id: Callable[[object], str],
         batch_size: int,
         threads: int = 0,
+        lanes: int = 0,
         processes: int = 1,
         root: str | None = None,
     ) -> None:
@@ -359,6 +405,7 @@ class EmbedItems(beam.PTransform):
         self._parse_id = parse_id
         self._batch_size = batch_size
         self._threads = threads
+        self._lanes = lanes
         self._processes = processes
 
     def expand(self, tables: beam.PCollection) -> EmbedOutputs:
@@ -370,7 +417,15 @@ class EmbedItems(beam.PTransform):
             SKIPPED, main="buckets"
         )
         encode = EncodeBatches(
-            spec, modality, self._dataset_ids, self._parse_id, self._meta["encodable"], self._threads, self._processes, self._root
+            spec,
+            modality,
+            self._dataset_ids,
+            self._parse_id,
+            self._meta["encodable"],
+            self._threads,
+            self._lanes,
+            self._processes,
+            self._root,
         )
         encoded = (
             split.buckets

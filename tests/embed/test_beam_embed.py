@@ -22,7 +22,7 @@ from crisscross.beam.embed import (
     bucket_of,
     buckets_of,
     items_of,
-    shared_model,
+    shared_lanes,
     split_by_bucket,
 )
 from crisscross.embed.encoders import IMAGE, TEXT, TEXT_ENCODERS
@@ -91,9 +91,10 @@ def test_images_without_pixels_are_listed_for_encoders_that_need_them():
 
 def test_models_are_shared_per_process_and_threads_set_per_worker_share(monkeypatch: pytest.MonkeyPatch):
     handle = Shared()
-    first = shared_model(handle, "bow-glove50", TEXT, 1)
-    assert shared_model(handle, "bow-glove50", TEXT, 1) is first and first.encoder.threads == 1
-    assert shared_model(Shared(), "bow-glove50", TEXT, 1) is not first  # another pipeline step loads its own
+    first = shared_lanes(handle, "bow-glove50", TEXT, 1, 2)
+    assert shared_lanes(handle, "bow-glove50", TEXT, 1, 2) is first and first.width == 2
+    assert first.submit(lambda encoder: encoder.threads).result() == 1
+    assert shared_lanes(Shared(), "bow-glove50", TEXT, 1, 2) is not first  # another pipeline step loads its own
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert (default_threads(1), default_threads(2), default_threads(3), default_threads(16)) == (8, 4, 2, 1)
     assert worker_processes([]) == 1

@@ -141,16 +141,22 @@ def output_files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "report.json"}
 
 
-def test_same_output_bytes_with_two_worker_processes(demo_dir: Path, tmp_path: Path) -> None:
-    """The numeric policy fixes one BLAS / torch thread per computation (``embed.threads: 1``), so two
-    worker processes write the bytes one process writes, for every encoder."""
+def test_same_output_bytes_with_any_lanes_and_two_worker_processes(demo_dir: Path, tmp_path: Path) -> None:
+    """The numeric policy fixes one BLAS / torch thread per computation (``embed.threads: 1``) and the
+    cores come from lanes encoding whole batches side by side, so one lane, three lanes and two
+    worker processes write the same bytes, for every encoder."""
     ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(tmp_path / "items")])
     encoders = {"text_encoders": ["bow-glove50", "use-m3"], "image_encoders": ["efficientnet-lite0"], "batch_size": 16}
-    (tmp_path / "p.json").write_text(json.dumps({"embed": encoders}))
-    one_report = run_embed(tmp_path / "items", tmp_path / "one", tmp_path / "p.json")
-    run_embed(tmp_path / "items", tmp_path / "two", tmp_path / "p.json", "--direct_num_workers=2", "--direct_running_mode=multi_processing")
-    one, two = output_files(tmp_path / "one"), output_files(tmp_path / "two")
+    for lanes in (1, 3):
+        (tmp_path / f"p{lanes}.json").write_text(json.dumps({"embed": encoders | {"lanes": lanes}}))
+    one_report = run_embed(tmp_path / "items", tmp_path / "one", tmp_path / "p1.json")
+    run_embed(tmp_path / "items", tmp_path / "three", tmp_path / "p3.json")
+    run_embed(
+        tmp_path / "items", tmp_path / "two", tmp_path / "p1.json", "--direct_num_workers=2", "--direct_running_mode=multi_processing"
+    )
+    one, three, two = (output_files(tmp_path / name) for name in ("one", "three", "two"))
     assert len(one) == 3 * 5 + 2
+    assert three == one
     assert two == one
     assert one_report["encoders"]["image:efficientnet-lite0"]["sets"] == {"images": 97}
 
