@@ -45,8 +45,8 @@ ENCODERS: tuple[tuple[str, str], ...] = (
     ("efficientnet-lite0", IMAGE),
 )
 BATCH_SIZE = embed.EmbedSettings().batch_size
-# The stage gives each worker process its share of the cores (embed.threads, 0 = cores / workers),
-# so no thread environment variable is set here.
+# The stage fills each worker process's share of the cores with lanes (embed.lanes, 0 = cores ÷
+# worker processes, one kernel thread each), so no thread environment variable is set here.
 MULTI_PROCESS_ARGS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 # minilm's 2-process stage over all 25,000 captions takes minutes here and would push a full run
 # past 10 minutes: full runs measure its 2-process stage on the quick item set only.
