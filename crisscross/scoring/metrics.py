@@ -491,15 +491,12 @@ def pmrp(
             f"scores is (queries={n_queries}, gallery={n_gallery}) but labels describe "
             f"{q_lab.shape[0]} queries and {g_lab.shape[0]} gallery items"
         )
-    if int(r_cap) < 1:
-        raise ValueError(f"r_cap must be >= 1, got {r_cap}")
-    excl = _check_exclude(exclude_self, n_queries, n_gallery)
-    hits, r = pmrp_hits(s, LabelMatches.of(q_lab, g_lab, (zeta,)), int(r_cap), excl)
+    hits, r = pmrp_hits(s, LabelMatches.of(q_lab, g_lab, (zeta,)), r_cap, exclude_self)
     return mean_pmrp(hits[0], r[0])
 
 
 def pmrp_hits(
-    scores: np.ndarray, matches: LabelMatches, r_cap: int, exclude_self: np.ndarray | None = None
+    scores: np.ndarray, matches: LabelMatches, r_cap: int, exclude_self: ArrayLike | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per ζ and query (row of ``scores``): the plausible matches among its top R under the
     pessimistic tie rule, and R = min(its plausible matches outside the excluded column, r_cap);
@@ -512,12 +509,18 @@ def pmrp_hits(
     working = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64  # exact for the input
     s = np.ascontiguousarray(scores, dtype=working)
     n_queries, n_gallery = s.shape
-    exclude = np.full(n_queries, NO_SELF, np.int64) if exclude_self is None else np.asarray(exclude_self, np.int64)
+    if matches.query_bits.shape[0] != n_queries or matches.gallery_bits.shape[0] != n_gallery:
+        described = (matches.query_bits.shape[0], matches.gallery_bits.shape[0])
+        raise ValueError(f"scores is (queries={n_queries}, gallery={n_gallery}) but the label matches describe {described}")
+    if int(r_cap) < 1:
+        raise ValueError(f"r_cap must be >= 1, got {r_cap}")
+    excl = _check_exclude(exclude_self, n_queries, n_gallery)  # the compiled pass trusts its columns
+    exclude = np.full(n_queries, NO_SELF, np.int64) if excl is None else excl
     hits = np.empty((len(matches.zetas), n_queries), np.int64)
     r = np.empty_like(hits)
     zetas = np.asarray(matches.zetas, np.int64)
     counts = np.ascontiguousarray(matches.counts)
-    if _count_pmrp(s, matches.query_bits, matches.gallery_bits, exclude, counts, zetas, min(r_cap, n_gallery), hits, r) >= 0:
+    if _count_pmrp(s, matches.query_bits, matches.gallery_bits, exclude, counts, zetas, min(int(r_cap), n_gallery), hits, r) >= 0:
         _check_scores(s)  # raises, naming the rows with NaN
     return hits, r
 

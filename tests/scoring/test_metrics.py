@@ -347,6 +347,18 @@ def test_label_matches_count_every_gallery_item_within_zeta():
         LabelMatches.of(q_lab, g_lab, (1, -1))
 
 
+def test_pmrp_hits_refuses_what_its_compiled_pass_would_read_out_of_bounds():
+    labels = np.ones((3, 1), dtype=bool)
+    matches = LabelMatches.of(labels[:2], labels, (0,))
+    scores = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"exclude_self entries must lie in \[-1, 3\)"):
+        pmrp_hits(scores, matches, 5, np.array([0, 3]))
+    with pytest.raises(ValueError, match="r_cap must be >= 1"):
+        pmrp_hits(scores, matches, 0)
+    with pytest.raises(ValueError, match=r"scores is \(queries=2, gallery=2\) but the label matches describe \(2, 3\)"):
+        pmrp_hits(scores[:, :2], matches, 5)
+
+
 def test_pmrp_refuses_nan_naming_the_row_even_in_an_excluded_column():
     labels = np.ones((3, 1), dtype=bool)
     scores = np.zeros((3, 2 * metrics.SPAN + 5), np.float32)
