@@ -35,11 +35,15 @@ process's RSS high-water mark reset (``5`` written to ``/proc/self/clear_refs``,
 timed work ``ru_maxrss`` (KiB) is its peak: the live data plus whatever the work allocated.  The
 table shows that peak and its rise above the RSS at the start (``+timed``).
 
-Against the GEMM: the ``ours`` worker of a retrieval task also times the plain float32 GEMMs of
-that task's score matrices (the 5K one and the five folds', same operands as the library, into
-outputs allocated beforehand), before the high-water mark is reset and after the peak is read;
-the lower counts, and ``x GEMM`` is ours' seconds over it (goal: at most ``GEMM_GOAL``).  The
-compiled rank pass is loaded from numba's cache in the set-up, like BLAS's threads.
+Against the GEMM: the ``ours`` worker of every part that computes score matrices also times the
+plain float32 GEMMs of those matrices (same operands as the library, each into an output allocated
+and touched beforehand; numpy's BLAS as the worker has it, one thread under the numeric policy):
+a retrieval task's 5K one and its five folds', PMRP's four 5K ones, and for ``evaluate`` all of
+them (every task's retrieval matrices, then PMRP's again: it multiplies them anew).  They are
+timed before the high-water mark is reset and after the peak is read; the lower counts, and
+``x GEMM`` is ours' seconds over it (goal: at most ``GEMM_GOAL``).  PMRP spreads its blocks over
+the cores, so its worker also times it on one thread: the cost per core.  The compiled rank and
+PMRP passes are loaded from numba's cache in the set-up, like BLAS's threads.
 
 Agreement (untimed, after the run): R@1/5/10, median / mean rank, mAP@R and R-Precision per task
 and protocol, Spearman mean and std per rating kind, PMRP (and the queries without a plausible
@@ -64,6 +68,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from threadpoolctl import threadpool_info
 
 from benchmarks import save_result
 from benchmarks.reference import (
@@ -114,7 +119,7 @@ SETTINGS = Settings(folds=5, ks=(1, 5, 10), bootstrap_samples=1000, seed=SEED, p
 TASKS = tuple(TASK_KINDS)
 PARTS = (*TASKS, "ratings", "pmrp", "bison")
 TOLERANCE = 1e-9
-GEMM_GOAL = 2.0  # a retrieval task should take at most this many times its score matrices' GEMM
+GEMM_GOAL = 2.0  # a part (retrieval task, PMRP, evaluate()) should take at most this many times its score matrices' GEMMs
 
 
 @dataclass(frozen=True)
@@ -319,13 +324,20 @@ def label_rows(data: Protocol, kind: str, ids: Sequence[str], n_classes: int) ->
     return label_matrix(keys, data.labels, n_classes)
 
 
-def ours_pmrp(data: Protocol, quick: bool) -> dict[str, Any]:
-    """Every task's PMRP as ``evaluate`` computes it (timed); then ``metrics.pmrp`` on the
-    subsample's score rows, for the comparison with the reference (timed apart)."""
+def timed_pmrp(data: Protocol, threads: int | None) -> float:
+    """Seconds of every task's PMRP as ``evaluate`` computes it, its blocks on ``threads`` threads."""
     started = time.perf_counter()
     for task in TASKS:
-        evaluate_pmrp(data.model, data.gallery, task, data.labels, SETTINGS.pmrp_zetas, SETTINGS.pmrp_r_cap)
-    seconds = time.perf_counter() - started
+        evaluate_pmrp(data.model, data.gallery, task, data.labels, SETTINGS.pmrp_zetas, SETTINGS.pmrp_r_cap, threads)
+    return time.perf_counter() - started
+
+
+def ours_pmrp(data: Protocol, quick: bool) -> dict[str, Any]:
+    """Every task's PMRP as ``evaluate`` computes it, on every core (timed) and on one thread (timed
+    apart: the cost per core); then ``metrics.pmrp`` on the subsample's score rows, for the
+    comparison with the reference (timed apart)."""
+    seconds = timed_pmrp(data, None)
+    one_thread = timed_pmrp(data, 1)
     n_classes = 1 + max(max(v) for v in data.labels.values())
     started = time.perf_counter()
     values: dict[str, dict[int, tuple[float, int]]] = {}
@@ -338,7 +350,7 @@ def ours_pmrp(data: Protocol, quick: bool) -> dict[str, Any]:
         exclude = rows if query_kind == item_kind else None
         q_lab, g_lab = label_rows(data, query_kind, queries, n_classes), label_rows(data, item_kind, item_ids, n_classes)
         values[task] = {z: pmrp(scores, q_lab, g_lab, z, SETTINGS.pmrp_r_cap, exclude) for z in SETTINGS.pmrp_zetas}
-    return {"seconds": seconds, "subsample_seconds": time.perf_counter() - started, "values": values}
+    return {"seconds": seconds, "one_thread_seconds": one_thread, "subsample_seconds": time.perf_counter() - started, "values": values}
 
 
 def ours_bison(data: Protocol) -> dict[str, Any]:
@@ -451,6 +463,13 @@ def reference_bison(data: Protocol) -> dict[str, Any]:
 # --------------------------------------------------------------------------- processes
 
 
+def cpu_model() -> str:
+    """The CPU's name as Linux reports it (``model name`` in /proc/cpuinfo)."""
+    with open("/proc/cpuinfo") as handle:
+        names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+    return names[0] if names else "unknown CPU"
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -474,56 +493,89 @@ def timed_part(data: Protocol, implementation: str, part: str, quick: bool) -> d
     return calls[implementation][part](data)
 
 
+def product(queries: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A score matrix's operands as the library multiplies them: unit queries × the contiguous
+    transposed gallery."""
+    return queries, np.ascontiguousarray(items.T)
+
+
 def task_matrices(data: Protocol, task: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(queries, gallery transposed) of every score matrix a task's evaluation needs: the 5K
-    one and each 1K fold's, as the library multiplies them (contiguous transposed gallery)."""
+    """The operands of every score matrix a task's retrieval needs: the 5K one and each 1K fold's."""
     query_kind, item_kind = TASK_KINDS[task]
     queries, items = unit_of(data, query_kind), unit_of(data, item_kind)
     owner = caption_owner(data)
-    out = [(queries, np.ascontiguousarray(items.T))]
+    out = [product(queries, items)]
     for images in np.array_split(np.arange(len(data.gallery.image_ids)), SETTINGS.folds):
         fold = {IMAGE_KIND: images, CAPTION_KIND: np.flatnonzero(np.isin(owner, images))}
-        out.append((queries[fold[query_kind]], np.ascontiguousarray(items[fold[item_kind]].T)))
+        out.append(product(queries[fold[query_kind]], items[fold[item_kind]]))
     return out
 
 
-def gemm_seconds(data: Protocol, task: str) -> float:
-    """Seconds of the plain float32 GEMMs (numpy's BLAS, every core) of ``task``'s score
-    matrices, into outputs allocated and touched beforehand: the floor no evaluation can beat."""
-    matrices = task_matrices(data, task)
-    outputs = [np.ones((len(q), g.shape[1]), np.float32) for q, g in matrices]
-    started = time.perf_counter()
-    for (q, g), out in zip(matrices, outputs, strict=True):
-        np.matmul(q, g, out=out)
-    return time.perf_counter() - started
+def pmrp_matrices(data: Protocol) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The operands of the score matrices PMRP needs: every task's 5K one."""
+    return [product(unit_of(data, TASK_KINDS[task][0]), unit_of(data, TASK_KINDS[task][1])) for task in TASKS]
+
+
+def part_matrices(data: Protocol, part: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The score matrices a timed part computes: ``evaluate`` every task's retrieval ones and PMRP's
+    again (it multiplies them anew); ratings and BISON score pairs, no matrix."""
+    if part in TASKS:
+        return task_matrices(data, part)
+    if part == "pmrp":
+        return pmrp_matrices(data)
+    return [matrix for task in TASKS for matrix in task_matrices(data, task)] + pmrp_matrices(data)
+
+
+def gemm_seconds(matrices: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Seconds of the plain float32 GEMMs (numpy's BLAS as the worker has it) of these score
+    matrices, each into an output allocated and touched just before: the floor no evaluation can
+    beat.  One output at a time, so ``evaluate``'s 28 matrices never hold memory together."""
+    seconds = 0.0
+    for queries, items_t in matrices:
+        out = np.ones((len(queries), items_t.shape[1]), np.float32)
+        started = time.perf_counter()
+        np.matmul(queries, items_t, out=out)
+        seconds += time.perf_counter() - started
+    return seconds
+
+
+def gemm_flops(matrices: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Floating-point operations of those GEMMs (a multiply and an add per term)."""
+    return float(sum(2 * queries.shape[0] * queries.shape[1] * items_t.shape[1] for queries, items_t in matrices))
 
 
 def warm_up_numba() -> None:
-    """Load the compiled rank pass from numba's cache (about a second, once per process), as the
-    BLAS warm-up starts its threads: set-up, not evaluation."""
+    """Load the compiled rank and PMRP passes from numba's cache (about a second each, once per
+    process), as the BLAS warm-up starts its threads: set-up, not evaluation."""
     ranks_of_positives(np.zeros((2, 3), np.float32), Positives.from_lists([[1], []]))
+    labels = np.ones((3, 1), dtype=bool)
+    pmrp(np.zeros((2, 3), np.float32), labels[:2], labels)
 
 
 def job(implementation: str, part: str, quick: bool) -> dict[str, Any]:
     """One measurement in this fresh process: data, BLAS (and numba) warm-up, the timed part, its
-    peak RSS; for ours on a retrieval task also the GEMM its score matrices need, timed before
-    the high-water mark is reset and again after the peak is read (the lower counts)."""
+    peak RSS; for ours on a part that computes score matrices (a retrieval task, PMRP, ``evaluate``)
+    also the GEMMs of those matrices, timed before the high-water mark is reset and again after the
+    peak is read (the lower counts)."""
     data = synthesise(quick)
     warm = unit_of(data, IMAGE_KIND)[:256]
     warm @ warm.T  # BLAS thread start-up, outside the timing
-    with_gemm = implementation == "ours" and part in TASKS
+    matrices = part_matrices(data, part) if implementation == "ours" and part not in ("ratings", "bison") else []
     if implementation == "ours":
         warm_up_numba()
-    gemm = [gemm_seconds(data, part)] if with_gemm else []
+    gemm = [gemm_seconds(matrices)] if matrices else []
     gc.collect()
     reset_peak_rss()
     setup = peak_rss_mb()  # the RSS now, just reset
     result = timed_part(data, implementation, part, quick)
     peak = peak_rss_mb()
-    if with_gemm:
-        gemm.append(gemm_seconds(data, part))
+    if matrices:
+        gemm.append(gemm_seconds(matrices))
         result["gemm_seconds"] = min(gemm)
         result["gemm_runs_s"] = gemm
+        result["gemm_matrices"] = len(matrices)
+        result["gemm_gflops"] = gemm_flops(matrices) / min(gemm) / 1e9
+        result["blas_threads"] = threadpool_info()[0]["num_threads"]
     return {**result, "setup_rss_mb": setup, "peak_rss_mb": peak}
 
 
@@ -664,9 +716,20 @@ def run(args: argparse.Namespace) -> None:
         f" ours' parts, each timed on its own, sum to {ours_parts:.2f}s."
     )
     over = {row["part"]: row["ours_over_gemm"] for row in rows if row["ours_over_gemm"] is not None}
+    whole, pmrp_run = runs["ours", "evaluate"], runs["ours", "pmrp"]
+    pmrp_one_thread = pmrp_run["one_thread_seconds"] / pmrp_run["gemm_seconds"]
+    machine = f"{cpu_model()}, {os.cpu_count()} cores"
     print(
-        f"retrieval (5K + the 1K folds) in multiples of its score matrices' GEMM time (goal <= {GEMM_GOAL:g}): "
-        + ", ".join(f"{task} {ratio:.2f}x" for task, ratio in over.items())
+        f"in multiples of the GEMM time of their score matrices, timed in the same worker (goal <= {GEMM_GOAL:g}):"
+        f" evaluate() {over['evaluate()']:.2f}x ({whole['seconds']:.2f}s / {whole['gemm_seconds']:.2f}s, {whole['gemm_matrices']} matrices),"
+        f" PMRP {over['pmrp']:.2f}x ({pmrp_run['seconds']:.2f}s / {pmrp_run['gemm_seconds']:.2f}s; on one thread"
+        f" {pmrp_run['one_thread_seconds']:.2f}s, {pmrp_one_thread:.2f}x); retrieval (5K + the 1K folds) "
+        + ", ".join(f"{task} {over[task]:.2f}x" for task in TASKS)
+    )
+    print(
+        f"GEMM: numpy float32 matmul on {whole['blas_threads']} BLAS thread(s), {whole['gemm_gflops']:.0f} GFLOP/s"
+        f" in the evaluate() worker; PMRP's blocks on {os.cpu_count()} threads; {machine}, load before the evaluate() worker"
+        f" {whole['load_1min']:.1f}"
     )
     worst = max(c["abs_diff"] for c in checks if not c["exact"])
     print(
@@ -694,8 +757,13 @@ def run(args: argparse.Namespace) -> None:
             "reference_total_is_sum_of_parts": True,
             "peak_memory": "ru_maxrss (MB) of a fresh spawned process per measurement, high-water mark reset after set-up; timed = peak - RSS at start",
             "ours_parts_sum_s": ours_parts,
+            "cpu_model": cpu_model(),
             "gemm_goal": GEMM_GOAL,
             "ours_over_gemm": over,
+            "pmrp_one_thread_s": pmrp_run["one_thread_seconds"],
+            "pmrp_one_thread_over_gemm": pmrp_one_thread,
+            "gemm_gflops": {part: result["gemm_gflops"] for (_, part), result in runs.items() if "gemm_gflops" in result},
+            "blas_threads": whole["blas_threads"],
             "rows": rows,
             "load_1min": {f"{implementation} {part}": result["load_1min"] for (implementation, part), result in runs.items()},
             "reference_matrix_s": {task: runs["reference", task]["matrix_seconds"] for task in TASKS},

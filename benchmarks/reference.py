@@ -42,21 +42,27 @@ def reference_map_r(ranks: list[np.ndarray]) -> tuple[float, float]:
     return float(np.mean(aps)), float(np.mean(rps))
 
 
-def reference_pmrp(scores, q_lab, g_lab, zeta, cap, exclude_self) -> tuple[float, int]:
-    values, missing = [], 0
+def reference_pmrp_hits(scores, q_lab, g_lab, zeta, cap, exclude_self) -> list[tuple[int, int]]:
+    """Per query (hits, R): drop the self column, mark the items whose labels differ in at most
+    ``zeta`` classes, order by (score desc, non-matches before matches) and count the matches in
+    the first R = min(matches, cap) places."""
+    out = []
     for q in range(scores.shape[0]):
-        pm = np.array([np.count_nonzero(q_lab[q] != g) <= zeta for g in g_lab])
+        pm = np.array([np.count_nonzero(q_lab[q] != g) <= zeta for g in g_lab], dtype=bool)
         keep = np.ones(scores.shape[1], dtype=bool)
         if exclude_self is not None and exclude_self[q] >= 0:
             keep[exclude_self[q]] = False
         s, p = scores[q, keep], pm[keep]
         r = min(int(p.sum()), cap)
-        if r == 0:
-            missing += 1
-            continue
         order = np.lexsort((p, -s))
-        values.append(p[order][:r].sum() / r)
-    return float(np.mean(values)), missing
+        out.append((int(p[order][:r].sum()), r))
+    return out
+
+
+def reference_pmrp(scores, q_lab, g_lab, zeta, cap, exclude_self) -> tuple[float, int]:
+    per_query = reference_pmrp_hits(scores, q_lab, g_lab, zeta, cap, exclude_self)
+    values = [hits / r for hits, r in per_query if r]
+    return float(np.mean(values)), sum(1 for _, r in per_query if not r)
 
 
 def reference_bootstrap(q, items, human, model, n_samples, rng):

@@ -35,6 +35,7 @@ from crisscross.pipelines.stage import (
     parse_args,
     run_stage,
     source_spec,
+    worker_processes,
     write_quarantine,
 )
 from crisscross.scoring.models import (
@@ -128,7 +129,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         rejected += bad
     positives = positives_agreement(truths, settings.verified, gallery) if settings.verified in truths else []
     models = {name: spec for name, spec in specs.items() if name not in skipped}
-    inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison, stage.root)
+    inputs = EvaluationInputs(stage.inputs, items, models, settings, labels, bison, stage.root, worker_processes(stage.beam_args))
     results = pipeline | "Evaluate" >> EvaluateModels(list(stage.flags.truth), inputs)
     truth_notes = {
         f"{name} {key}": _shown_note(stage, key, value)

@@ -17,6 +17,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
+from crisscross.beam.common import default_threads
 from crisscross.core import io
 from crisscross.scoring.models import Gallery, gallery_rule, load_model
 from crisscross.scoring.protocol import Settings, evaluate, model_gallery
@@ -36,6 +37,7 @@ class EvaluationInputs:
     labels: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     bison: pa.Table | None = None
     root: str | None = None  # the launching directory: relative files in ``models`` are its
+    processes: int = 1  # worker processes sharing a machine: a job's score blocks take its share of the cores
 
 
 @lru_cache(maxsize=4)
@@ -61,7 +63,15 @@ def run_job(job: tuple[str, str], inputs: EvaluationInputs) -> tuple[str, str, d
     model = load_model(model_name, spec, inputs.embeddings, inputs.root)
     chosen = model_gallery(model, gallery_of(inputs.items), inputs.settings, gallery_rule(spec))
     results = evaluate(
-        model, truth, truth.name, chosen.gallery, inputs.settings, inputs.labels or None, inputs.bison, partial=chosen.partial
+        model,
+        truth,
+        truth.name,
+        chosen.gallery,
+        inputs.settings,
+        inputs.labels or None,
+        inputs.bison,
+        partial=chosen.partial,
+        threads=default_threads(inputs.processes),
     )
     Metrics.counter(STAGE, "jobs").inc()
     return model_name, truth.name, results

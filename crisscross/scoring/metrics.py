@@ -25,7 +25,8 @@ only lowers the query's mAP@R and R-Precision.  R@K and ranks never depend on it
 Queries without any positive in the gallery are left out of every average and their number is
 returned beside the value.  Rates (R@K, mAP@R, R-Precision, PMRP, accuracy) are fractions in [0, 1], not percent.
 Loops run over blocks of rows or samples (bounded memory), never per query in Python; the ranks
-of positives are counted by one compiled (numba) pass over each score row.
+of positives, and PMRP's matches among each query's top R, are counted by compiled (numba) passes
+over each score row.
 
 Its length is the metrics themselves, each a pure function with the paper it follows; they share
 the CSR positives and the compiled rank pass, so they stay together.
@@ -406,13 +407,14 @@ def plausible_matches(query_labels: ArrayLike, gallery_labels: ArrayLike, zeta: 
     """Boolean (queries, gallery) mask of plausible matches (Chun et al., via ECCV Caption §2.1):
     label vectors y1, y2 in {0,1}^C that differ in at most ``zeta`` positions."""
     q, g = _check_labels(query_labels, gallery_labels)
-    if int(zeta) < 0:
-        raise ValueError(f"zeta must be >= 0, got {zeta}")
-    # float32 products go through BLAS (integer ones do not) and are exact for 0/1 entries up
-    # to 2^24 classes
-    qf, gf = q.astype(np.float32), g.astype(np.float32)
-    hamming = qf.sum(1)[:, None] + gf.sum(1)[None, :] - 2 * (qf @ gf.T)
-    return hamming <= int(zeta)
+    return _hamming_distances(q, g) <= _check_zeta(zeta)
+
+
+def _hamming_distances(query_labels: np.ndarray, gallery_labels: np.ndarray) -> np.ndarray:
+    """(queries, gallery) Hamming distances of boolean label rows, as float32: float32 products go
+    through BLAS (integer ones do not) and are exact for 0/1 entries up to 2^24 classes."""
+    qf, gf = query_labels.astype(np.float32), gallery_labels.astype(np.float32)
+    return qf.sum(1)[:, None] + gf.sum(1)[None, :] - 2 * (qf @ gf.T)
 
 
 def _check_labels(query_labels: ArrayLike, gallery_labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -422,6 +424,47 @@ def _check_labels(query_labels: ArrayLike, gallery_labels: ArrayLike) -> tuple[n
     if q.shape[1] != g.shape[1]:
         raise ValueError(f"query labels have {q.shape[1]} classes but gallery labels {g.shape[1]}")
     return q, g
+
+
+def _check_zeta(zeta: int) -> int:
+    if int(zeta) < 0:
+        raise ValueError(f"zeta must be >= 0, got {zeta}")
+    return int(zeta)
+
+
+@dataclass(frozen=True)
+class LabelMatches:
+    """What PMRP needs of the class labels of some queries and a gallery, prepared once per task:
+    the labels packed eight classes to a byte (the compiled pass measures the distance of the few
+    items it looks at, not of the whole gallery), and per ζ the number of gallery items within ζ
+    of each query (R before the cap; an excluded column is still counted here)."""
+
+    zetas: tuple[int, ...]
+    query_bits: np.ndarray  # (queries, bytes) uint8
+    gallery_bits: np.ndarray  # (gallery, bytes) uint8
+    counts: np.ndarray  # (zetas, queries) int64
+
+    @classmethod
+    def of(cls, query_labels: ArrayLike, gallery_labels: ArrayLike, zetas: Sequence[int]) -> LabelMatches:
+        """Counted between distinct label sets (a few thousand in COCO, whatever the gallery's
+        size), so the distances cost a product of those, not of every query and item."""
+        q, g = _check_labels(query_labels, gallery_labels)
+        zetas = tuple(_check_zeta(z) for z in zetas)
+        query_bits, gallery_bits = np.packbits(q, axis=1), np.packbits(g, axis=1)
+        _, query_first, query_set = np.unique(query_bits, axis=0, return_index=True, return_inverse=True)  # packed: a short sort
+        _, gallery_first, set_sizes = np.unique(gallery_bits, axis=0, return_index=True, return_counts=True)
+        query_sets, gallery_sets = q[query_first], g[gallery_first]
+        counts = np.empty((len(zetas), len(query_sets)), np.int64)
+        step = max(1, BLOCK_ELEMENTS // max(len(gallery_sets), 1))
+        for lo in range(0, len(query_sets), step):
+            distances = _hamming_distances(query_sets[lo : lo + step], gallery_sets)
+            for row, zeta in enumerate(zetas):
+                counts[row, lo : lo + step] = (distances <= zeta) @ set_sizes
+        return cls(zetas, query_bits, gallery_bits, counts[:, query_set.reshape(-1)])
+
+    def rows(self, lo: int, hi: int) -> LabelMatches:
+        """The same for queries ``lo:hi`` (a block of score rows)."""
+        return LabelMatches(self.zetas, self.query_bits[lo:hi], self.gallery_bits, self.counts[:, lo:hi])
 
 
 def pmrp(
@@ -437,11 +480,10 @@ def pmrp(
 
     A gallery item is a plausible match when its label vector differs from the query's in at most
     ``zeta`` classes (ζ = 0: identical label sets).  Per query: plausible items among the top R
-    under the pessimistic tie rule, divided by R.  Computed per block of rows from the R-th best
-    score t: items above t all count, the slots left at t go to non-matches first.  Returns (mean
-    over queries with R > 0, queries with no plausible match).
+    under the pessimistic tie rule, divided by R (:func:`pmrp_hits`).  Returns (mean over queries
+    with R > 0, queries with no plausible match).
     """
-    s = _check_scores(scores)
+    s = _check_scores(scores, nan=False)
     q_lab, g_lab = _check_labels(query_labels, gallery_labels)
     n_queries, n_gallery = s.shape
     if q_lab.shape[0] != n_queries or g_lab.shape[0] != n_gallery:
@@ -449,35 +491,160 @@ def pmrp(
             f"scores is (queries={n_queries}, gallery={n_gallery}) but labels describe "
             f"{q_lab.shape[0]} queries and {g_lab.shape[0]} gallery items"
         )
+    hits, r = pmrp_hits(s, LabelMatches.of(q_lab, g_lab, (zeta,)), r_cap, exclude_self)
+    return mean_pmrp(hits[0], r[0])
+
+
+def pmrp_hits(
+    scores: np.ndarray, matches: LabelMatches, r_cap: int, exclude_self: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per ζ and query (row of ``scores``): the plausible matches among its top R under the
+    pessimistic tie rule, and R = min(its plausible matches outside the excluded column, r_cap);
+    two (len(zetas), queries) integer arrays, computed without copying or sorting a row.
+
+    One compiled pass per row (:func:`_count_pmrp`) keeps its best min(r_cap, gallery) scores;
+    the R-th best is the threshold t: the items above t all count, the slots left at t go to
+    non-matches first.  Only when the ties at t may run past the kept scores is the row read again.
+    """
+    working = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64  # exact for the input
+    s = np.ascontiguousarray(scores, dtype=working)
+    n_queries, n_gallery = s.shape
+    if matches.query_bits.shape[0] != n_queries or matches.gallery_bits.shape[0] != n_gallery:
+        described = (matches.query_bits.shape[0], matches.gallery_bits.shape[0])
+        raise ValueError(f"scores is (queries={n_queries}, gallery={n_gallery}) but the label matches describe {described}")
     if int(r_cap) < 1:
         raise ValueError(f"r_cap must be >= 1, got {r_cap}")
-    excl = _check_exclude(exclude_self, n_queries, n_gallery)
-    cap = min(int(r_cap), n_gallery)
-    per_query = np.zeros(n_queries)
-    r_all = np.zeros(n_queries, dtype=np.int64)
-    working = np.float32 if s.dtype in (np.float16, np.float32) else np.float64  # exact for the input, and holds -inf
-    step = max(1, BLOCK_ELEMENTS // max(n_gallery, 1))
-    for lo in range(0, n_queries, step):
-        hi = min(lo + step, n_queries)
-        block = s[lo:hi].astype(working)  # a copy: the excluded entries are set to -inf
-        valid = np.ones(block.shape, dtype=bool)
-        if excl is not None:
-            local = np.flatnonzero(excl[lo:hi] >= 0)
-            valid[local, excl[lo:hi][local]] = False
-            block[local, excl[lo:hi][local]] = -np.inf
-        pm = plausible_matches(q_lab[lo:hi], g_lab, zeta) & valid
-        r = np.minimum(pm.sum(1), cap)
-        r_all[lo:hi] = r
-        # the cap best scores of each row, descending; the R-th is the threshold (R <= valid items)
-        top = -np.sort(np.partition(-block, cap - 1, axis=1)[:, :cap], axis=1)
-        t = top[np.arange(hi - lo), np.maximum(r, 1) - 1][:, None]
-        above = (block > t) & valid
-        tied_negatives = np.count_nonzero((block == t) & valid & ~pm, axis=1)
-        slots_at_t = r - np.count_nonzero(above, axis=1)
-        hits = np.count_nonzero(above & pm, axis=1) + np.maximum(slots_at_t - tied_negatives, 0)
-        per_query[lo:hi] = np.where(r > 0, hits / np.maximum(r, 1), 0.0)
-    has = r_all > 0
-    return (float(per_query[has].mean()) if has.any() else float("nan")), int(np.count_nonzero(~has))
+    excl = _check_exclude(exclude_self, n_queries, n_gallery)  # the compiled pass trusts its columns
+    exclude = np.full(n_queries, NO_SELF, np.int64) if excl is None else excl
+    hits = np.empty((len(matches.zetas), n_queries), np.int64)
+    r = np.empty_like(hits)
+    zetas = np.asarray(matches.zetas, np.int64)
+    counts = np.ascontiguousarray(matches.counts)
+    if _count_pmrp(s, matches.query_bits, matches.gallery_bits, exclude, counts, zetas, min(int(r_cap), n_gallery), hits, r) >= 0:
+        _check_scores(s)  # raises, naming the rows with NaN
+    return hits, r
+
+
+def mean_pmrp(hits: np.ndarray, r: np.ndarray) -> tuple[float, int]:
+    """PMRP of one ζ from :func:`pmrp_hits`: the mean of hits / R over the queries with R > 0, and
+    the number of queries without."""
+    has = r > 0
+    return (float((hits[has] / r[has]).mean()) if has.any() else float("nan")), int(np.count_nonzero(~has))
+
+
+_BITS_SET = np.array([bin(byte).count("1") for byte in range(256)], dtype=np.int64)  # per byte value
+
+
+@njit
+def _label_distance(a: np.ndarray, b: np.ndarray) -> int:
+    """Hamming distance of two packed label rows."""
+    distance = 0
+    for byte in range(a.shape[0]):
+        distance += _BITS_SET[a[byte] ^ b[byte]]
+    return distance
+
+
+@njit
+def _count_pmrp(
+    scores: np.ndarray,
+    query_bits: np.ndarray,
+    gallery_bits: np.ndarray,
+    exclude: np.ndarray,
+    counts: np.ndarray,
+    zetas: np.ndarray,
+    cap: int,
+    hits: np.ndarray,
+    r: np.ndarray,
+) -> int:
+    """:func:`pmrp_hits` into ``hits`` and ``r``; returns the first row holding NaN (-1: none).
+
+    Per row: one branch-free pass takes the maximum of every SPAN of scores; the ``length``-th
+    largest of those maxima (``length`` = min(cap, items)) is a floor no kept score lies below,
+    since that many items reach it.  Only the SPANs whose maximum reaches the floor are read
+    again, keeping the best ``length`` scores unordered with the slot of the lowest (the floor
+    rises to it).  An item equal to the floor that is left out, or put out by a better one,
+    marks that value as tied beyond the kept scores.  The kept scores are then sorted and, per ζ,
+    read at R: t = the R-th best, the items above t, the matches among them and the non-matches
+    tied at t; only when t is a value marked so is the row read again to count its ties.
+    """
+    width = scores.shape[1]
+    n_spans = -(-width // SPAN)
+    span_max = np.empty(n_spans, scores.dtype)
+    best = np.empty(cap, scores.dtype)
+    columns = np.empty(cap, np.int64)
+    distances = np.empty(cap, np.int64)
+    bounds = np.array([-np.inf, np.nan]).astype(scores.dtype)  # in the scores' type: comparisons stay vectorised
+    for q in range(scores.shape[0]):
+        row, query, skip = scores[q], query_bits[q], exclude[q]
+        for span in range(n_spans):
+            values = row[span * SPAN : (span + 1) * SPAN]
+            flagged, most = False, values[0]
+            for c in range(len(values)):  # branch-free on a 1-D slice: vectorised
+                flagged |= values[c] != values[c]
+                most = values[c] if values[c] > most else most
+            if flagged:
+                return q
+            span_max[span] = most
+        if skip >= 0:  # its own SPAN's maximum without it
+            most = bounds[0]
+            for column in range(skip - skip % SPAN, min(skip - skip % SPAN + SPAN, width)):
+                if column != skip and row[column] > most:
+                    most = row[column]
+            span_max[skip // SPAN] = most
+        length = min(cap, width - (1 if skip >= 0 else 0))
+        floor = np.partition(span_max, n_spans - length)[n_spans - length] if 0 < length <= n_spans else bounds[0]
+        kept, lowest = 0, 0
+        dropped_tie = bounds[1]  # the floor when an item equal to it was left out (NaN: none; equals no score)
+        for span in range(n_spans):
+            if span_max[span] < floor:
+                continue
+            for column in range(span * SPAN, min((span + 1) * SPAN, width)):
+                value = row[column]
+                if column == skip or value < floor:
+                    continue
+                if kept < length:
+                    best[kept], columns[kept] = value, column
+                    kept += 1
+                elif value > floor:
+                    dropped_tie = floor  # the lowest kept score is put out
+                    best[lowest], columns[lowest] = value, column
+                else:
+                    dropped_tie = floor
+                    continue
+                if kept == length:
+                    lowest = np.argmin(best[:length])
+                    floor = best[lowest]
+        order = np.argsort(best[:length])[::-1]
+        top = best[:length][order]
+        for i in range(length):
+            distances[i] = _label_distance(query, gallery_bits[columns[order[i]]])
+        self_distance = _label_distance(query, gallery_bits[skip]) if skip >= 0 else -1
+        for z in range(zetas.shape[0]):
+            zeta = zetas[z]
+            big_r = min(counts[z, q] - (1 if 0 <= self_distance <= zeta else 0), cap)
+            r[z, q] = big_r
+            hits[z, q] = 0
+            if big_r == 0:
+                continue
+            t = top[big_r - 1]
+            run_start = big_r - 1  # the items above t are top[:run_start]
+            while run_start > 0 and top[run_start - 1] == t:
+                run_start -= 1
+            matched = 0
+            for i in range(run_start):
+                matched += distances[i] <= zeta
+            tied_negatives = 0
+            if t == dropped_tie:
+                for column in range(width):
+                    if row[column] == t and column != skip:
+                        tied_negatives += _label_distance(query, gallery_bits[column]) > zeta
+            else:
+                for i in range(run_start, length):
+                    if top[i] != t:
+                        break
+                    tied_negatives += distances[i] > zeta
+            hits[z, q] = matched + max(big_r - run_start - tied_negatives, 0)
+    return -1
 
 
 # --------------------------------------------------------------------------- correlation

@@ -11,18 +11,22 @@ their models here; :mod:`crisscross.scoring.protocol` scores them.
 
 from __future__ import annotations
 
+import os
+import threading
 import zipfile
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+from threadpoolctl import threadpool_limits
 
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError, UserError, one_line
@@ -39,7 +43,9 @@ TASK_KINDS = {
     "i2i": (IMAGE_KIND, IMAGE_KIND),
 }
 
+Result = TypeVar("Result")
 Block = Callable[[int, int], np.ndarray]  # (start, stop) → that block of query rows × every item
+BlockInto = Callable[[int, int, np.ndarray], np.ndarray]  # (start, stop, out) → the same, written into out where the model can
 
 
 RATING_KINDS = {
@@ -147,15 +153,24 @@ class Model(ABC):
     def block_scores(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> Block:
         """``block(lo, hi)``: scores of queries ``lo:hi`` against every item, (hi - lo, items)."""
 
+    def block_scores_into(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> BlockInto:
+        """``block(lo, hi, out)``: :meth:`block_scores` written into ``out`` (float32, (hi - lo,
+        items)) by a model that computes its scores, so blocks reuse a buffer instead of faulting in
+        fresh pages; this default (a model holding its scores) returns them without ``out``."""
+        block = self.block_scores(query_kind, query_ids, item_kind, item_ids)
+        return lambda lo, hi, out: block(lo, hi)
+
     def score_blocks(
         self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str], step: int
     ) -> Iterator[tuple[int, int, np.ndarray]]:
         """``(lo, hi, scores)`` for consecutive blocks of ``step`` queries; a block's scores are
-        valid until the next block is asked for (a model may reuse one buffer)."""
-        block = self.block_scores(query_kind, query_ids, item_kind, item_ids)
+        valid until the next block is asked for (they may share one buffer)."""
+        block = self.block_scores_into(query_kind, query_ids, item_kind, item_ids)
+        width = len(item_ids)
+        buffer = np.empty(min(step, len(query_ids)) * width, np.float32)
         for lo in range(0, len(query_ids), step):
             hi = min(lo + step, len(query_ids))
-            yield lo, hi, block(lo, hi)
+            yield lo, hi, block(lo, hi, _first_rows(buffer, hi - lo, width))
 
     @abstractmethod
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
@@ -168,6 +183,43 @@ class Model(ABC):
                 f"model {self.name!r} has no {kind} vector for {len(missing)} of the {len(ids)} {what} "
                 f"(e.g. {', '.join(missing[:3])}); refusing to score a shrunken gallery{hint}"
             )
+
+
+def _first_rows(buffer: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """The first ``rows`` × ``width`` entries of a flat score buffer, as a (rows, width) matrix."""
+    return buffer[: rows * width].reshape(rows, width)
+
+
+def map_score_blocks(
+    model: Model,
+    query_kind: str,
+    query_ids: Sequence[str],
+    item_kind: str,
+    item_ids: Sequence[str],
+    step: int,
+    work: Callable[[int, int, np.ndarray], Result],
+    threads: int | None = None,
+) -> list[Result]:
+    """``work(lo, hi, scores)`` of every block of ``step`` queries, in block order, the blocks on
+    ``threads`` threads (None: one per core).
+
+    Each thread multiplies with one BLAS thread into a buffer of its own: a product's bytes must
+    not follow the machine's cores (the numeric policy), so the cores go to independent blocks, as
+    in :mod:`crisscross.similarity.topk`, and the results are the same for any thread count.  The
+    blocks are those :meth:`Model.score_blocks` gives, because a score's bytes depend on the rows
+    multiplied with it.  ``work`` must not keep ``scores``: the thread's next block overwrites them."""
+    block = model.block_scores_into(query_kind, query_ids, item_kind, item_ids)
+    n_queries, width = len(query_ids), len(item_ids)
+    local = threading.local()
+
+    def one(lo: int) -> Result:
+        hi = min(lo + step, n_queries)
+        if not hasattr(local, "buffer"):
+            local.buffer = np.empty(min(step, n_queries) * width, np.float32)
+        return work(lo, hi, block(lo, hi, _first_rows(local.buffer, hi - lo, width)))
+
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(max(1, threads or os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, range(0, n_queries, step)))
 
 
 class EmbeddingModel(Model):
@@ -220,16 +272,10 @@ class EmbeddingModel(Model):
         items_t = self._gallery_vectors(item_kind, item_ids, transposed=True)
         return lambda lo, hi: queries[lo:hi] @ items_t
 
-    def score_blocks(
-        self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str], step: int
-    ) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Every block multiplied into one buffer: no fresh pages (and faults) per block."""
+    def block_scores_into(self, query_kind: str, query_ids: Sequence[str], item_kind: str, item_ids: Sequence[str]) -> BlockInto:
         queries = self._gallery_vectors(query_kind, query_ids)
         items_t = self._gallery_vectors(item_kind, item_ids, transposed=True)
-        buffer = np.empty(min(step, len(queries)) * items_t.shape[1], np.float32)
-        for lo in range(0, len(queries), step):
-            hi = min(lo + step, len(queries))
-            yield lo, hi, np.matmul(queries[lo:hi], items_t, out=buffer[: (hi - lo) * items_t.shape[1]].reshape(hi - lo, -1))
+        return lambda lo, hi, out: np.matmul(queries[lo:hi], items_t, out=out)
 
     def pair_scores(self, a_kind: str, a_ids: Sequence[str], b_kind: str, b_ids: Sequence[str]) -> np.ndarray:
         a, b = self.unit_vectors(a_kind, a_ids), self.unit_vectors(b_kind, b_ids)

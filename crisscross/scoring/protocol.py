@@ -41,12 +41,14 @@ from crisscross.formats.eccv import DIRECTIONS
 from crisscross.scoring.metrics import (
     BLOCK_ELEMENTS,
     NO_POSITIVE,
+    LabelMatches,
     PositiveRanks,
     bison_accuracy,
     bootstrap_spearman,
     kendall_tau_b,
+    mean_pmrp,
     metrics_from_ranks,
-    pmrp,
+    pmrp_hits,
     precision_recall,
     ranks_of_positives,
 )
@@ -65,6 +67,7 @@ from crisscross.scoring.models import (
     Gallery,
     Model,
     NoCoverageError,
+    map_score_blocks,
 )
 from crisscross.scoring.truths import GroundTruth
 
@@ -152,9 +155,20 @@ def label_matrix(ids: Sequence[str], labels: Mapping[str, Sequence[int]], n_clas
 
 
 def evaluate_pmrp(
-    model: Model, gallery: Gallery, task: str, labels: Mapping[str, Sequence[int]], zetas: Sequence[int], r_cap: int
+    model: Model,
+    gallery: Gallery,
+    task: str,
+    labels: Mapping[str, Sequence[int]],
+    zetas: Sequence[int],
+    r_cap: int,
+    threads: int | None = None,
 ) -> dict[str, float]:
-    """PMRP (ECCV Caption §4.1) for each ζ; captions carry their image's class labels."""
+    """PMRP (ECCV Caption §4.1) for each ζ; captions carry their image's class labels.
+
+    Blocks of ``BLOCK_ELEMENTS`` scores run on ``threads`` threads (None: one per core), each
+    multiplied once and counted for every ζ at once.  The value is, as it has always been, the
+    mean of the blocks' PMRPs weighted by their queries with a match, summed in block order: the
+    same bytes for any thread count."""
     query_kind, item_kind = TASK_KINDS[task]
     query_ids, item_ids = gallery.ids(query_kind), gallery.ids(item_kind)
     n_classes = 1 + max((max(v) for v in labels.values() if len(v)), default=0)
@@ -163,18 +177,21 @@ def evaluate_pmrp(
         keys = ids if kind == IMAGE_KIND else [gallery.caption_image[c] for c in ids]
         return label_matrix(keys, labels, n_classes)
 
-    query_labels, item_labels = of(query_kind, query_ids), of(item_kind, item_ids)
-    block = model.block_scores(query_kind, query_ids, item_kind, item_ids)
-    step = max(1, BLOCK_ELEMENTS // max(len(item_ids), 1))
+    matches = LabelMatches.of(of(query_kind, query_ids), of(item_kind, item_ids), zetas)
+    intramodal = query_kind == item_kind
+
+    def block_pmrp(lo: int, hi: int, scores: np.ndarray) -> list[tuple[float, int]]:
+        """Per ζ: this block's PMRP and its queries with a match."""
+        exclude = np.arange(lo, hi, dtype=np.int64) if intramodal else None
+        hits, r = pmrp_hits(scores, matches.rows(lo, hi), r_cap, exclude)
+        means = [mean_pmrp(h, n) for h, n in zip(hits, r, strict=True)]
+        return [(value, (hi - lo) - without) for value, without in means]
+
+    step = max(1, BLOCK_ELEMENTS // max(len(item_ids), 1))  # the blocks of every release: a score's bytes depend on them
     total = dict.fromkeys(zetas, 0.0)
     counted = dict.fromkeys(zetas, 0)
-    for lo in range(0, len(query_ids), step):
-        hi = min(lo + step, len(query_ids))
-        exclude = np.arange(lo, hi, dtype=np.int64) if query_kind == item_kind else None
-        scores = block(lo, hi)  # once per block, for every ζ
-        for zeta in zetas:
-            value, without = pmrp(scores, query_labels[lo:hi], item_labels, zeta, r_cap, exclude)
-            with_match = (hi - lo) - without
+    for block in map_score_blocks(model, query_kind, query_ids, item_kind, item_ids, step, block_pmrp, threads):
+        for zeta, (value, with_match) in zip(zetas, block, strict=True):
             if with_match:
                 total[zeta] += value * with_match
                 counted[zeta] += with_match
@@ -320,11 +337,12 @@ def evaluate(
     labels: Mapping[str, Sequence[int]] | None = None,
     bison: pa.Table | None = None,
     partial: bool = False,
+    threads: int | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every metric this model and ground truth allow: ``{protocol: {metric: {direction: value}}}``.
     ``partial``: ``gallery`` is the model's covered sub-gallery (:func:`model_gallery`), so BISON
     rows outside it are counted rather than refused.  The fold protocol needs at least one image
-    per fold."""
+    per fold.  ``threads``: PMRP's (None: one per core); the values do not depend on them."""
     tasks, ratings = runnable(model, settings)
     by_protocol: dict[str, dict[str, dict[str, Any]]] = {ALL: {}}
     folds = gallery.folds(settings.folds) if 1 < settings.folds <= len(gallery.image_ids) else []
@@ -338,7 +356,7 @@ def evaluate(
             per_fold = [evaluate_retrieval(model, truth, fold, task, settings.ks, settings.curve_k) for fold in folds]
             _put(by_protocol[FOLDS], task, average_folds(per_fold))
         if labels:
-            _put(by_protocol[ALL], task, evaluate_pmrp(model, gallery, task, labels, settings.pmrp_zetas, settings.pmrp_r_cap))
+            _put(by_protocol[ALL], task, evaluate_pmrp(model, gallery, task, labels, settings.pmrp_zetas, settings.pmrp_r_cap, threads))
     for kind in ratings:
         if truth.ratings(kind):
             rng = bootstrap_rng(settings.seed, truth_name, kind)

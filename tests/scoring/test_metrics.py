@@ -12,11 +12,13 @@ from benchmarks.reference import (
     reference_bootstrap,
     reference_map_r,
     reference_pmrp,
+    reference_pmrp_hits,
     reference_ranks,
 )
 from crisscross.scoring import metrics
 from crisscross.scoring.metrics import (
     NO_POSITIVE,
+    LabelMatches,
     Positives,
     bison_accuracy,
     bootstrap_spearman,
@@ -26,6 +28,7 @@ from crisscross.scoring.metrics import (
     median_rank,
     plausible_matches,
     pmrp,
+    pmrp_hits,
     precision_recall,
     r_precision,
     ranks_of_positives,
@@ -256,6 +259,112 @@ def test_pmrp_matches_per_query_reference(seed, zeta, cap, tied, monkeypatch):
     ref = reference_pmrp(scores, q_lab, g_lab, zeta, cap, excl)
     assert got[1] == ref[1]
     assert got[0] == pytest.approx(ref[0], rel=1e-12)
+
+
+def pmrp_case(seed: int, n_q: int, n_g: int, dtype: type, ties: int | None):
+    """Labels with repeated sets (few classes), scores tied on a small grid (``ties`` values) or
+    not, a few -inf scores, self columns excluded for most queries."""
+    rng = np.random.default_rng(seed)
+    q_lab = rng.random((n_q, 5)) < 0.35
+    g_lab = rng.random((n_g, 5)) < 0.35
+    scores = (rng.integers(0, ties, (n_q, n_g)) if ties else rng.standard_normal((n_q, n_g))).astype(dtype)
+    if np.issubdtype(dtype, np.floating):
+        scores[rng.random((n_q, n_g)) < 0.03] = -np.inf
+    return scores, q_lab, g_lab, rng.integers(-1, n_g, n_q)
+
+
+@pytest.mark.parametrize(
+    ("seed", "dtype", "ties", "cap"),
+    [
+        (0, np.float32, 300, 50),  # ties everywhere
+        (1, np.float32, 400, 2),  # runs tied at the R-th score longer than the kept scores
+        (2, np.float64, None, 7),
+        (3, np.float16, 200, 13),
+        (4, np.int16, 100, 5),
+        (5, np.float32, None, 2000),  # R up to every item
+    ],
+)
+def test_pmrp_hits_equal_a_per_query_count_for_every_zeta(seed, dtype, ties, cap):
+    """Every query's hits and R, for ζ = 0, 1, 2 in one call, against the lexsort-ordered
+    per-query count; rows wider than the compiled pass's SPAN and not a multiple of it."""
+    n_q, n_g = 30, 12 * metrics.SPAN + 11
+    scores, q_lab, g_lab, excl = pmrp_case(seed, n_q, n_g, dtype, ties)
+    zetas = (0, 1, 2)
+    hits, r = pmrp_hits(scores, LabelMatches.of(q_lab, g_lab, zetas), cap, excl)
+    for row, zeta in enumerate(zetas):
+        want = reference_pmrp_hits(scores, q_lab, g_lab, zeta, cap, excl)
+        np.testing.assert_array_equal(hits[row], [h for h, _ in want])
+        np.testing.assert_array_equal(r[row], [n for _, n in want])
+    assert (hits > 0).any() and (hits < r).any()  # the case is not trivial
+
+
+def test_pmrp_hits_when_the_excluded_item_scores_highest():
+    """T2T and I2I: a query's own column holds its best score.  Here each SPAN has one high score
+    and the query's own SPAN none but itself, so a floor that counted the query would sit above
+    the R-th best of the others."""
+    rng = np.random.default_rng(3)
+    n_q, spans = 12, 8
+    width = spans * metrics.SPAN
+    scores = rng.uniform(-1.0, -0.9, (n_q, width)).astype(np.float32)
+    rows = np.arange(n_q)[:, None]
+    scores[rows, np.arange(spans) * metrics.SPAN + rng.integers(0, metrics.SPAN, (n_q, spans))] = rng.uniform(0.3, 0.6, (n_q, spans))
+    excl = rng.integers(0, width, n_q)
+    own = excl - excl % metrics.SPAN
+    scores[rows, own[:, None] + np.arange(metrics.SPAN)] = rng.uniform(-1.0, -0.9, (n_q, metrics.SPAN))
+    scores[np.arange(n_q), excl] = 1.0
+    q_lab, g_lab = rng.random((n_q, 3)) < 0.5, rng.random((width, 3)) < 0.5
+    hits, r = pmrp_hits(scores, LabelMatches.of(q_lab, g_lab, (0, 1, 2)), 4, excl)
+    for row, zeta in enumerate((0, 1, 2)):
+        want = reference_pmrp_hits(scores, q_lab, g_lab, zeta, 4, excl)
+        np.testing.assert_array_equal(hits[row], [h for h, _ in want])
+        np.testing.assert_array_equal(r[row], [n for _, n in want])
+
+
+def test_pmrp_hits_of_a_query_whose_ties_outrun_the_kept_scores():
+    """Eight items tie at the top, R = 2: the two places go to the five non-matches first, wherever
+    they stand in the row; one match ranks above the tie."""
+    labels = np.array([[1, 0], [0, 1]], dtype=bool)
+    g_lab = labels[[0, 0, 1, 1, 0, 1, 1, 1, 0]]  # items 0, 1, 4 and 8 match query 0
+    scores = np.array([[0.5, 0.9, 0.9, 0.9, 0.5, 0.9, 0.9, 0.9, 1.0]], dtype=np.float32)
+    # R = min(4, 2) = 2: item 8 (1.0, a match), then the tie at 0.9 gives its slot to a non-match
+    hits, r = pmrp_hits(scores, LabelMatches.of(labels[:1], g_lab, (0,)), 2)
+    assert (hits.tolist(), r.tolist()) == ([[1]], [[2]])
+    # the best item excluded: R = 2 again, both places at the tie, both non-matches
+    hits, r = pmrp_hits(scores, LabelMatches.of(labels[:1], g_lab, (0,)), 2, np.array([8]))
+    assert (hits.tolist(), r.tolist()) == ([[0]], [[2]])
+
+
+def test_label_matches_count_every_gallery_item_within_zeta():
+    rng = np.random.default_rng(7)
+    q_lab, g_lab = rng.random((40, 6)) < 0.3, rng.random((90, 6)) < 0.3
+    matches = LabelMatches.of(q_lab, g_lab, (0, 1, 3))
+    for row, zeta in enumerate((0, 1, 3)):
+        np.testing.assert_array_equal(matches.counts[row], plausible_matches(q_lab, g_lab, zeta).sum(1))
+    part = matches.rows(5, 9)
+    np.testing.assert_array_equal(part.counts, matches.counts[:, 5:9])
+    np.testing.assert_array_equal(part.query_bits, np.packbits(q_lab[5:9], axis=1))
+    with pytest.raises(ValueError, match="zeta must be >= 0"):
+        LabelMatches.of(q_lab, g_lab, (1, -1))
+
+
+def test_pmrp_hits_refuses_what_its_compiled_pass_would_read_out_of_bounds():
+    labels = np.ones((3, 1), dtype=bool)
+    matches = LabelMatches.of(labels[:2], labels, (0,))
+    scores = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"exclude_self entries must lie in \[-1, 3\)"):
+        pmrp_hits(scores, matches, 5, np.array([0, 3]))
+    with pytest.raises(ValueError, match="r_cap must be >= 1"):
+        pmrp_hits(scores, matches, 0)
+    with pytest.raises(ValueError, match=r"scores is \(queries=2, gallery=2\) but the label matches describe \(2, 3\)"):
+        pmrp_hits(scores[:, :2], matches, 5)
+
+
+def test_pmrp_refuses_nan_naming_the_row_even_in_an_excluded_column():
+    labels = np.ones((3, 1), dtype=bool)
+    scores = np.zeros((3, 2 * metrics.SPAN + 5), np.float32)
+    scores[1, metrics.SPAN + 3] = np.nan
+    with pytest.raises(ValueError, match=r"scores contain NaN \(first in query rows \[1\]\)"):
+        pmrp(scores, labels, np.ones((scores.shape[1], 1), dtype=bool), exclude_self=[-1, metrics.SPAN + 3, -1])
 
 
 # --------------------------------------------------------------------------- Spearman, Kendall

@@ -7,18 +7,28 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from benchmarks.reference import reference_retrieval
+from benchmarks.reference import reference_pmrp_hits, reference_retrieval
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.scoring.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
-from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, Gallery, ScoreMatrixModel, score_matrix_model
+from crisscross.scoring.models import (
+    ALL,
+    FOLDS,
+    CoverageError,
+    EmbeddingModel,
+    Gallery,
+    ScoreMatrixModel,
+    map_score_blocks,
+    score_matrix_model,
+)
 from crisscross.scoring.protocol import (
     Settings,
     average_folds,
     bootstrap_rng,
     evaluate,
     evaluate_bison,
+    evaluate_pmrp,
     model_ranking_agreement,
     positives_agreement,
     recall_curve,
@@ -232,6 +242,68 @@ def test_pmrp_in_blocks_matches_the_dense_call(monkeypatch):
     g_lab = np.array([q_lab[gallery.image_ids.index(gallery.caption_image[c])] for c in gallery.caption_ids])
     for zeta in (0, 1):
         assert result[ALL][f"PMRP@zeta={zeta}"]["i2t"] == pytest.approx(pmrp(scores, q_lab, g_lab, zeta, 5)[0])
+
+
+def pmrp_labels(gallery: Gallery, seed: int) -> tuple[dict[str, tuple[int, ...]], np.ndarray, np.ndarray]:
+    """Random labels of 4 classes per image, and the image and caption label rows."""
+    rng = np.random.default_rng(seed)
+    labels = {img: tuple(np.flatnonzero(rng.random(4) < 0.4).tolist()) for img in gallery.image_ids}
+    image_labels = np.zeros((N_IMAGES, 4), dtype=bool)
+    for row, img in enumerate(gallery.image_ids):
+        image_labels[row, list(labels[img])] = True
+    caption_labels = np.array([image_labels[gallery.image_ids.index(gallery.caption_image[c])] for c in gallery.caption_ids])
+    return labels, image_labels, caption_labels
+
+
+@pytest.mark.parametrize("task", ["i2t", "t2i"])
+def test_pmrp_weights_each_block_of_block_elements_by_its_queries_on_any_thread_count(task, monkeypatch):
+    """The value every release wrote, to the byte: per block of BLOCK_ELEMENTS scores the mean of
+    the per-query reference's hits / R, weighted by the block's queries with a match, summed in
+    block order, on 1, 2 or 5 threads (scores held by the model: the reference reads the same)."""
+    gallery, joint, _ = synthetic()
+    labels, image_labels, caption_labels = pmrp_labels(gallery, 9)
+    images, captions = gallery.ids(IMAGE_KIND), gallery.ids(CAPTION_KIND)
+    model = ScoreMatrixModel("matrix", joint.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)(0, len(images)), images, captions)
+    query_kind, item_kind = (IMAGE_KIND, CAPTION_KIND) if task == "i2t" else (CAPTION_KIND, IMAGE_KIND)
+    q_lab, g_lab = (image_labels, caption_labels) if task == "i2t" else (caption_labels, image_labels)
+    query_ids, item_ids = gallery.ids(query_kind), gallery.ids(item_kind)
+    monkeypatch.setattr("crisscross.scoring.protocol.BLOCK_ELEMENTS", 3 * len(item_ids))  # blocks of 3 queries
+    got = {threads: evaluate_pmrp(model, gallery, task, labels, (0, 1, 2), 4, threads) for threads in (1, 2, 5)}
+    assert got[1] == got[2] == got[5]
+    scores = model.block_scores(query_kind, query_ids, item_kind, item_ids)(0, len(query_ids))
+    for zeta in (0, 1, 2):
+        total, counted = 0.0, 0
+        for lo in range(0, len(query_ids), 3):
+            per_query = reference_pmrp_hits(scores[lo : lo + 3], q_lab[lo : lo + 3], g_lab, zeta, 4, None)
+            rates = [hits / r for hits, r in per_query if r]
+            if rates:
+                total += float(np.mean(rates)) * len(rates)
+                counted += len(rates)
+        assert got[1][f"PMRP@zeta={zeta}"] == total / counted
+
+
+def test_pmrp_of_an_intramodal_task_is_the_same_for_any_thread_count(monkeypatch):
+    gallery, joint, _ = synthetic()
+    labels, _, caption_labels = pmrp_labels(gallery, 5)
+    monkeypatch.setattr("crisscross.scoring.protocol.BLOCK_ELEMENTS", 7 * len(gallery.caption_ids))
+    got = {threads: evaluate_pmrp(joint, gallery, "t2t", labels, (0, 2), 3, threads) for threads in (1, 3)}
+    assert got[1] == got[3]
+    scores, _, exclude = dense(joint, gallery, GroundTruth(name="none"), "t2t")
+    for zeta in (0, 2):
+        assert got[1][f"PMRP@zeta={zeta}"] == pytest.approx(pmrp(scores, caption_labels, caption_labels, zeta, 3, exclude)[0])
+
+
+def test_map_score_blocks_hands_every_block_in_order_on_any_thread_count():
+    gallery, joint, _ = synthetic()
+    images, captions = gallery.ids(IMAGE_KIND), gallery.ids(CAPTION_KIND)
+    matrix = ScoreMatrixModel("matrix", joint.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)(0, len(images)), images, captions)
+    for model in (joint, matrix):
+        block = model.block_scores(IMAGE_KIND, images, CAPTION_KIND, captions)
+        for threads in (1, 3):
+            seen = map_score_blocks(model, IMAGE_KIND, images, CAPTION_KIND, captions, 6, lambda lo, hi, s: (lo, hi, s.copy()), threads)
+            assert [(lo, hi) for lo, hi, _ in seen] == [(lo, min(lo + 6, len(images))) for lo in range(0, len(images), 6)]
+            for lo, hi, scores in seen:
+                np.testing.assert_array_equal(scores, block(lo, hi))  # bit for bit: the same BLAS call per block
 
 
 def test_bison_accuracy_from_model_scores():
