@@ -230,8 +230,12 @@ class EncodeBatches(beam.DoFn):
             encoder.bind(self._dataset_ids, self._parse_id)
             lanes = Lanes([encoder])
         limit_process_threads(threads)
-        self._window = InOrder(lanes)
+        self._lanes_of_process = lanes
         self._done = 0
+
+    def start_bundle(self) -> None:
+        # A fresh window per bundle: a bundle that failed (and is retried) leaves nothing behind.
+        self._window = InOrder(self._lanes_of_process)
 
     def process(self, batch: Batch) -> Iterable[Any]:
         task = functools.partial(encode_batch, batch=batch, spec=self._spec, modality=self._modality, root=self._root)
