@@ -11,6 +11,8 @@ import argparse
 import importlib
 import time
 
+import crisscross  # noqa: F401  (first: sets the numeric policy before a benchmark's imports load numpy)
+
 BENCHMARKS: tuple[str, ...] = (
     "embed_throughput",
     "similarity_topk",
