@@ -153,6 +153,37 @@ def demo_chain(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     return build
 
 
+def replay_cxc(shared_data: Path, root: Path, split: str) -> tuple[dict, dict]:
+    """A CxC release split replayed as a round: its items as ``<root>/tasks``, then ``annotate``
+    (``source: replay``, the release files as judgments) and ``aggregate``; their reports."""
+    import json
+
+    from crisscross.annotate.providers import load_cxc_release
+    from crisscross.core import io
+    from crisscross.pipelines import aggregate, annotate
+
+    release = load_cxc_release(shared_data / "cxc", split)
+    assert release.rejected == []
+    io.write_parquet(str(root / "tasks" / "tasks.parquet"), release.items)
+    params = root / "replay-params.json"
+    params.write_text(json.dumps({"annotate": {"source": "replay", "replay_split": split}}))
+    p = ["--params", str(params)]
+    collected = annotate.main(
+        ["--in", str(root / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "judgments"), *p]
+    )
+    rated = aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
+    return collected, rated
+
+
+@pytest.fixture(scope="session")
+def cxc_test_replay(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CxC test release replayed through annotate and aggregate (:func:`replay_cxc`), once per run
+    (``tests/shared_builds.py``): ``<root>/{tasks,judgments,rated}`` with their reports. Tests only read it."""
+    from tests.shared_builds import shared_build
+
+    return shared_build(tmp_path_factory, "cxc-test-replay", [shared_data / "cxc"], lambda root: replay_cxc(shared_data, root, "test"))
+
+
 @pytest.fixture(scope="session")
 def demo_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What the Quickstart's first command makes, once per run (``tests/shared_builds.py``): a git

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.serve.round import free_port
-from tests.shared_builds import copy_project, git_copy, new_home, project_env
+from tests.shared_builds import git_copy, new_home, project_env
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -64,45 +65,6 @@ def test_every_readme_pipeline_is_run_by_a_test() -> None:
     assert ["workflows/bison/dvc.yaml"] in targets and ["workflows/entities/dvc.yaml"] in targets
     for target in targets:
         assert f'"dvc", "repro", "{target[0]}"' in tested, f"no test runs dvc repro {target[0]}"
-
-
-@pytest.mark.xdist_group("e2e")
-def test_every_readme_command_runs(shared_data: Path, tmp_path: Path) -> None:
-    """Run alongside other tests (and other people's runs): no build or release of the project's own
-    folder is copied (a fresh clone has none), the rater app takes a free port rather than the
-    README's 8000, and the home folder, where the release keeps its salt file, is a new one."""
-    root = tmp_path / "work"
-    project = root / "main"
-    copy_project(PROJECT, project)
-    (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
-    env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
-    servers = []
-    try:
-        for command in readme_commands():
-            if is_portable(command):
-                continue  # tests/pipelines/test_portable_runner.py runs them, with its own job service and worker pool
-            args = shlex.split(command)
-            if args[1:2] == ["serve"]:  # the README's port 8000 may be taken
-                args = [arg.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for arg in args]
-                args = [str(port) if arg == "8000" and args[i - 1] == "--port" else arg for i, arg in enumerate(args)]
-            if args[1:2] == ["serve"] and args[2].startswith("--"):  # the rater app runs until stopped
-                servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
-                wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/signin", servers[-1])
-                continue
-            run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False, env=env)
-            assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
-            if "--out" in args:  # every stage reports; a release's report is its release.json
-                out = project / args[args.index("--out") + 1]
-                assert (out / "report.json").is_file() or (out / "release.json").is_file(), command
-            if args[1:3] == ["serve", "add-rater"]:
-                assert f"http://127.0.0.1:{port}/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
-    finally:
-        for server in servers:
-            server.terminate()
-            server.wait(timeout=30)
-    assert servers, "the README shows the rater app"
-    report = (project / "build" / "evaluation" / "report.md").read_text()
-    assert "cxc-test" in report and "eccv" in report
 
 
 def karpathy_slice(shared_data: Path, data: Path, photos: int, others: int) -> tuple[int, int]:
@@ -162,3 +124,73 @@ def test_the_readme_experiment_runs(shared_data: Path, tmp_path: Path) -> None:
     assert "| build/rated/facts.json" in shown["metrics"].stdout and str(facts["STS"]["items"]) in shown["metrics"].stdout
     page = (project / "dvc_plots" / "index.html").read_text()
     assert all(name in page for name in ("score_distribution.png", "item_std.png", "recall_at_k.png"))
+
+
+def ran_by_dvc(command: str, repro_out: str) -> bool:
+    """Whether ``dvc repro`` ran ``command`` as written (dvc prints each stage's command after ``> ``)."""
+    return f"\n> {command}\n" in "\n" + "\n".join(" ".join(line.split()) for line in repro_out.splitlines()) + "\n"
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` but the reports (they hold no bytes a worker count changes, only the run's summary)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "report.json"}
+
+
+@pytest.mark.xdist_group("e2e")
+def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path: Path) -> None:
+    """A new user's order: the Quickstart's ``dvc repro`` first (the session's ``demo_repro``, from a
+    fresh copy of the project beside ``shared/``), then the README's commands in the project it built.
+    Those dvc.yaml runs as the README writes them (round one, round two, the VERIFY round, positives,
+    plan) ran in that ``dvc repro``: each is checked to have run there, as written, and reported; every
+    other command runs here, in order, through the installed command, and must succeed. The README's
+    second embed (two worker processes) must write the bytes the first (one process) wrote.
+
+    Run alongside other tests (and other people's runs): the release the Quickstart built is set aside
+    (the README's release command builds a first one, as in a clone that never ran it), the rater app
+    takes a free port rather than the README's 8000, and the home folder, where the release keeps its
+    salt file, is a new one."""
+    root = tmp_path / "work"
+    project = root / "main"
+    shutil.copytree(demo_repro / "main", project, symlinks=True, ignore=shutil.ignore_patterns(".git", ".dvc"))
+    shutil.rmtree(project / "releases")
+    (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
+    repro_out = (demo_repro / "repro.out").read_text()
+    env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
+    servers, by_dvc, one_process = [], [], None
+    try:
+        for command in readme_commands():
+            if is_portable(command):
+                continue  # tests/pipelines/test_portable_runner.py runs them, with its own job service and worker pool
+            args = shlex.split(command)
+            if ran_by_dvc(command, repro_out):
+                by_dvc.append(args[1])
+            else:
+                if args[1:2] == ["embed"]:  # the README's second embed: two worker processes, the bytes of one
+                    one_process = outputs(project / args[args.index("--out") + 1])
+                if args[1:2] == ["serve"]:  # the README's port 8000 may be taken
+                    args = [arg.replace("127.0.0.1:8000", f"127.0.0.1:{port}") for arg in args]
+                    args = [str(port) if arg == "8000" and args[i - 1] == "--port" else arg for i, arg in enumerate(args)]
+                if args[1:2] == ["serve"] and args[2].startswith("--"):  # the rater app runs until stopped
+                    servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
+                    wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/signin", servers[-1])
+                    continue
+                run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False, env=env)
+                assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
+                if args[1:3] == ["serve", "add-rater"]:
+                    assert f"http://127.0.0.1:{port}/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
+                if args[1:2] == ["embed"]:
+                    assert "--direct_num_workers=2" in args and one_process
+                    assert outputs(project / args[args.index("--out") + 1]) == one_process
+            if "--out" in args:  # every stage reports; a release's report is its release.json
+                out = project / args[args.index("--out") + 1]
+                assert (out / "report.json").is_file() or (out / "release.json").is_file(), command
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    assert servers, "the README shows the rater app"
+    assert one_process is not None, "the README shows embed on two worker processes"
+    # dvc.yaml runs the first round's commands as the README writes them; if the two drift apart, this test runs them itself
+    assert {"ingest", "embed", "tasks", "annotate", "aggregate"} <= set(by_dvc), by_dvc
+    report = (project / "build" / "evaluation" / "report.md").read_text()
+    assert "cxc-test" in report and "eccv" in report

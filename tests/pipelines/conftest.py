@@ -28,6 +28,7 @@ def karpathy_test(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -
 def _build(root: Path, source: Path, photos: Path) -> None:
     (root / "params.json").write_text(json.dumps(PARAMS))
     params = ["--params", str(root / "params.json")]
+    # without params (the reader's defaults): test_ingest_stage.py checks this ingest of the whole split
     ingest.main(
         [
             "--in",

@@ -13,11 +13,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.annotate.providers import load_cxc_release
 from crisscross.annotate.simulate import Panel, SimulateParams
-from crisscross.core import io
 from crisscross.core.quarantine import RejectionError
 from crisscross.pipelines import aggregate, annotate, tasks
+from tests.conftest import replay_cxc
 
 SEED = 20260701
 PROJECT = Path(__file__).resolve().parents[2]
@@ -142,20 +141,18 @@ def test_people_files_with_bad_rows_are_quarantined_and_strict_fails(demo_round:
     ],
 )
 def test_cxc_release_replayed_through_import_and_aggregation(
-    shared_data: Path, tmp_path: Path, split, rows, positive_rows, sis_items, both_orders
+    shared_data: Path, tmp_path: Path, request: pytest.FixtureRequest, split, rows, positive_rows, sis_items, both_orders
 ) -> None:
-    release = load_cxc_release(shared_data / "cxc", split)
-    assert release.rejected == []
-    io.write_parquet(str(tmp_path / "tasks" / "tasks.parquet"), release.items)
-    params = tmp_path / "params.json"
-    params.write_text(json.dumps({"annotate": {"source": "replay", "replay_split": split}}))
-    p = ["--params", str(params)]
-    collected = annotate.main(
-        ["--in", str(tmp_path / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(tmp_path / "judgments"), *p]
-    )
+    """The test split's replay is the run's shared one (``cxc_test_replay``, which the release tests
+    release), read back from its reports; the val split is replayed here."""
+    if split == "test":
+        root = request.getfixturevalue("cxc_test_replay")
+        collected, rated = (json.loads((root / out / "report.json").read_text()) for out in ("judgments", "rated"))
+    else:
+        root = tmp_path
+        collected, rated = replay_cxc(shared_data, root, split)
     assert {k: v["judgments"] for k, v in collected["by_task_type"].items()} == rows
     assert collected["unjudged"] == 0 and collected["rejected_total"] == 0
-    rated = aggregate.main(["--in", str(tmp_path / "judgments"), "--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "rated"), *p])
     facts = rated["task_types"]
     assert {k: v["judgments"] for k, v in facts.items()} == rows
     if positive_rows:
@@ -165,7 +162,7 @@ def test_cxc_release_replayed_through_import_and_aggregation(
     assert rated["excluded_raters"] == 0
     # the CxC-shaped output holds one row per pair, with the published ids and scores
     published = pd.read_csv(shared_data / "cxc" / f"sts_{split}.csv")
-    ours = pd.read_csv(tmp_path / "rated" / "sts.csv")
+    ours = pd.read_csv(root / "rated" / "sts.csv")
     key = lambda f: set(
         zip(
             f[["caption1", "caption2"]].min(axis=1),

@@ -108,34 +108,35 @@ STAGE_OF_CASE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PARAMS_CASES), ids=sorted(PARAMS_CASES))
-def test_params_mistakes_are_one_line_with_the_dotted_key(case: str, tmp_path: Path) -> None:
-    text, expected = PARAMS_CASES[case]
+def params_mistake(case: str, tmp_path: Path) -> list[str]:
+    """The arguments of a command whose params file holds the mistake of ``PARAMS_CASES[case]``."""
     params = tmp_path / "p.yaml"
-    params.write_text(text)
+    params.write_text(PARAMS_CASES[case][0])
     stage = STAGE_OF_CASE.get(case, "similarity")
     extra = {"tasks": ["--items", "x", "--embeddings", "y"], "sample": ["--items", "x"], "evaluate": ["--items", "x", "--truth", "coco"]}
-    run = subprocess.run(
-        [
-            "crisscross",
-            stage,
-            "--in",
-            str(tmp_path / "missing"),
-            "--out",
-            str(tmp_path / "out"),
-            "--params",
-            str(params),
-            *extra.get(stage, []),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 2, run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-    assert expected in lines[0]
+    return [stage, "--in", str(tmp_path / "missing"), "--out", str(tmp_path / "out"), "--params", str(params), *extra.get(stage, [])]
+
+
+def assert_one_line(case: str, code: int, stderr: str, tmp_path: Path) -> None:
+    assert code == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert PARAMS_CASES[case][1] in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", sorted(PARAMS_CASES), ids=sorted(PARAMS_CASES))
+def test_params_mistakes_are_one_line_with_the_dotted_key(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Through ``main``, what the installed command runs (``test_params_mistakes_through_the_installed_command``
+    runs the command itself); a process per case would start Beam once each."""
+    code = main(params_mistake(case, tmp_path))
+    assert_one_line(case, code, capsys.readouterr().err, tmp_path)
+
+
+@pytest.mark.parametrize("case", ["misspelt-section", "quantile-above-one"])  # refused for the whole file; by a stage's settings
+def test_params_mistakes_through_the_installed_command(case: str, tmp_path: Path) -> None:
+    run = subprocess.run(["crisscross", *params_mistake(case, tmp_path)], capture_output=True, text=True, check=False)
+    assert_one_line(case, run.returncode, run.stderr, tmp_path)
 
 
 def test_a_missing_input_is_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:

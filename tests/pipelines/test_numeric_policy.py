@@ -2,9 +2,9 @@
 
 Each run is a ``crisscross`` command in a fresh process whose environment asks for other kernels,
 the way another CPU would choose them (OpenBLAS SkylakeX or Zen, torch AVX-512, oneDNN AVX-512):
-the numeric policy overrides them all, so every run writes the same bytes.  The control runs with
-the policy off show that the choice matters on this machine (on an AVX-512 CPU; an AVX2-only CPU
-cannot run the AVX-512 kernels, so there the control is skipped).
+the numeric policy overrides them all, so every run writes the bytes of the session's demo build.
+The control runs with the policy off show that the choice matters on this machine (on an AVX-512
+CPU; an AVX2-only CPU cannot run the AVX-512 kernels, so there the control is skipped).
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crisscross.core import numerics
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 OTHER_MACHINES = {
     "skylakex": {
@@ -57,21 +60,19 @@ def has_avx512() -> bool:
 
 
 def test_embed_and_similarity_write_the_same_bytes_under_other_kernel_choices(demo_chain: Path, tmp_path: Path) -> None:
-    (tmp_path / "params.json").write_text(
-        json.dumps(
-            {"embed": {"text_encoders": ["use-m3", "bow-glove50"], "image_encoders": ["efficientnet-lite0"]}, "similarity": {"k": 10}}
-        )
-    )
-    outputs = {}
-    for machine, env in {"here": {}, **OTHER_MACHINES}.items():
+    """The bytes to match are the session's demo build (``demo_chain``: embed and similarity with the
+    project's params, under the policy, on this machine). Each other machine's commands read its items
+    from the directory they were ingested from, where their image paths lead (so every image is embedded)."""
+    params = ["--params", str(PROJECT / "params.yaml")]
+    here = {name: data for name, data in files(demo_chain).items() if name.split("/")[0] in ("embeddings", "similarity")}
+    assert len(here) == 3 * 5 + 2 + 3 + 1  # embed's sets, quarantine and skipped; three neighbour tables and a quarantine
+    images = np.load(demo_chain / "embeddings" / "image" / "efficientnet-lite0" / "images" / "vectors.npy")
+    assert images.shape == (97, 1280)  # every image seen, so torch's kernel choice is exercised
+    for machine, env in OTHER_MACHINES.items():
         run = tmp_path / machine
-        params = ["--params", str(tmp_path / "params.json")]
-        crisscross(["embed", "--in", str(demo_chain / "items"), "--out", str(run / "embeddings"), *params], env, tmp_path)
-        crisscross(["similarity", "--in", str(run / "embeddings"), "--out", str(run / "similarity"), *params], env, tmp_path)
-        outputs[machine] = files(run)
-    assert len(outputs["here"]) == 3 * 5 + 2 + 3 + 1  # embed's sets, quarantine and skipped; three neighbour tables and a quarantine
-    for machine in OTHER_MACHINES:
-        assert outputs[machine] == outputs["here"], machine
+        crisscross(["embed", "--in", str(demo_chain / "items"), "--out", str(run / "embeddings"), *params], env, Path.cwd())
+        crisscross(["similarity", "--in", str(run / "embeddings"), "--out", str(run / "similarity"), *params], env, Path.cwd())
+        assert files(run) == here, machine
 
 
 def test_without_the_policy_the_kernel_choice_changes_the_bytes(demo_chain: Path, tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import mlcroissant as mlc
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import crisscross
-from crisscross.annotate.providers import load_cxc_release
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.formats.manifest import ReleaseCheckError, verify
@@ -43,8 +43,9 @@ def salt(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def replayed(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Items of the Karpathy test split and the CxC test release replayed through annotate and aggregate."""
+def replayed(shared_data: Path, cxc_test_replay: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Items of the Karpathy test split and the CxC test release replayed through annotate and aggregate
+    (the run's ``cxc_test_replay``, copied: its params are this module's ``annotate`` section)."""
     root = tmp_path_factory.mktemp("replayed")
     (root / "params.json").write_text(
         json.dumps(
@@ -67,10 +68,8 @@ def replayed(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
             *p,
         ]
     )
-    release = load_cxc_release(shared_data / "cxc", "test")
-    io.write_parquet(str(root / "tasks" / "tasks.parquet"), release.items)
-    annotate.main(["--in", str(root / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "judgments"), *p])
-    aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
+    for stage in ("tasks", "judgments", "rated"):
+        shutil.copytree(cxc_test_replay / stage, root / stage)
     return root
 
 
@@ -216,16 +215,27 @@ def test_verify_passes_and_a_tampered_file_fails_naming_it(
 def simulated(replayed: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The replayed round on a slice of CxC's test items, marked simulated (as the demo's panel marks
     it), with a formula in a worker id. The slice (300 items per task type, and 300 of the SIS items
-    a second rater rated) keeps every kind of row the release handles while a build takes a second;
-    the whole replayed round is released in ``cxc_release``."""
+    a second rater rated), and the items to the images these pairs name (with all their captions), keep
+    every kind of row the release handles while a build takes a second; the whole replayed round is
+    released in ``cxc_release``."""
     root = tmp_path_factory.mktemp("simulated")
-    (root / "items").symlink_to(replayed / "items")
     tasks = pq.read_table(replayed / "tasks" / "tasks.parquet")
     kept = pq.read_table(replayed / "rated" / "judgments_kept.parquet", columns=["item_id", "worker"]).to_pandas()
     frame = tasks.select(["item_id", "task_type"]).to_pandas()
     frame["pooled"] = frame["item_id"].isin(set(kept.loc[kept["worker"].eq("cxc-release#2"), "item_id"]))
     picked = frame.sort_values("item_id").groupby(["task_type", "pooled"]).head(300).index
-    io.write_parquet(str(root / "tasks" / "tasks.parquet"), tasks.take(sorted(picked)))
+    tasks = tasks.take(sorted(picked))
+    io.write_parquet(str(root / "tasks" / "tasks.parquet"), tasks)
+    named = set(tasks.column("id_a").to_pylist()) | set(tasks.column("id_b").to_pylist())
+    captions = pq.read_table(replayed / "items" / "captions.parquet")
+    images = pq.read_table(replayed / "items" / "images.parquet")
+    shown = {
+        i for c, i in zip(captions.column("caption_id").to_pylist(), captions.column("image_id").to_pylist(), strict=True) if c in named
+    }
+    shown |= named & set(images.column("image_id").to_pylist())
+    for name, table in (("images", images), ("captions", captions)):
+        keep = [i in shown for i in table.column("image_id").to_pylist()]
+        io.write_parquet(str(root / "items" / f"{name}.parquet"), table.filter(pa.array(keep)))
     p = ["--params", str(replayed / "params.json")]
     annotate.main(["--in", str(root / "tasks"), "--judgments", f"cxc:{shared_data / 'cxc'}", "--out", str(root / "judgments"), *p])
     aggregate.main(["--in", str(root / "judgments"), "--tasks", str(root / "tasks"), "--out", str(root / "rated"), *p])
@@ -246,6 +256,22 @@ def sha_tree(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.fixture(scope="module")
+def simulated_release(simulated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first release of ``simulated`` (``--simulated``, no previous one), built once for the tests that
+    start from it: they only read it, or work on a copy (:func:`copy_release`)."""
+    out = tmp_path_factory.mktemp("first") / "demo-simulated"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CRISSCROSS_RELEASE_SALT", SALT)
+        command.main(release_args(simulated, out, "--simulated"))
+    return out
+
+
+def copy_release(release: Path, out: Path) -> Path:
+    shutil.copytree(release, out)
+    return out
+
+
 def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_path: Path) -> None:
     with pytest.raises(ParamError, match="SIMULATED"):
         command.main(release_args(simulated, tmp_path / "demo-simulated"))
@@ -261,12 +287,11 @@ def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_pat
 
 
 def test_two_builds_are_byte_identical_and_simulated_raters_are_named_under_the_public_key(
-    simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    simulated: Path, simulated_release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Simulated raters are not people: their pseudonyms use the public key, so another machine (with
     another secret salt) builds the same release; worker ids and the secret never appear in it."""
-    one, two = tmp_path / "a" / "demo-simulated", tmp_path / "b" / "demo-simulated"
-    command.main(release_args(simulated, one, "--simulated"))
+    one, two = simulated_release, tmp_path / "b" / "demo-simulated"
     monkeypatch.setenv("CRISSCROSS_RELEASE_SALT", "another-machine-salt-0123456789")
     command.main(release_args(simulated, two, "--simulated"))
     hashes = sha_tree(one)
@@ -294,11 +319,10 @@ def test_people_are_named_under_the_secret_salt(cxc_release: tuple[Path, float],
     assert not unkeyed & raters
 
 
-def test_an_unchanged_rebuild_keeps_the_previous_release_byte_for_byte(simulated: Path, tmp_path: Path) -> None:
+def test_an_unchanged_rebuild_keeps_the_previous_release_byte_for_byte(simulated: Path, simulated_release: Path, tmp_path: Path) -> None:
     """``dvc repro`` reruns the stage over its persisted output: nothing changed, nothing is rewritten
     (no empty changelog entry), and a copy elsewhere is the same release."""
-    first = tmp_path / "demo-simulated"
-    command.main(release_args(simulated, first, "--simulated"))
+    first = copy_release(simulated_release, tmp_path / "demo-simulated")
     before = sha_tree(first)
     report = command.main(release_args(simulated, first, "--simulated", "--previous", str(first)))
     assert report["level"] == "none" and report["version"] == "1.0.0-simulated" and sha_tree(first) == before
@@ -327,9 +351,8 @@ def test_csv_cells_never_start_a_formula(tmp_path: Path, simulated: Path) -> Non
     assert "'@SUM(1+1)" in (out / "data" / "qc_exclusions.csv").read_text()
 
 
-def test_versions_follow_the_diff(simulated: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    first = tmp_path / "v1" / "demo-simulated"
-    command.main(release_args(simulated, first, "--simulated"))
+def test_versions_follow_the_diff(simulated: Path, simulated_release: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    first = simulated_release
     # patch: metadata only
     params = json.loads((simulated / "params.json").read_text())
     meta = tmp_path / "meta.json"
@@ -368,9 +391,10 @@ def test_versions_follow_the_diff(simulated: Path, tmp_path: Path, capsys: pytes
     assert "**major**" in out and "| SITS |" in out
 
 
-def test_a_crash_while_writing_leaves_the_previous_release(simulated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "demo-simulated"
-    command.main(release_args(simulated, out, "--simulated"))
+def test_a_crash_while_writing_leaves_the_previous_release(
+    simulated: Path, simulated_release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = copy_release(simulated_release, tmp_path / "demo-simulated")
     before = sha_tree(out)
     from crisscross.release import build
 
