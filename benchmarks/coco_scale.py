@@ -15,12 +15,20 @@ be perfect on two cores).  The one-worker seconds, times the cores each stage ke
 the core-seconds the README's "Running on a cluster" costing divides among workers.  Both builds
 must write the same bytes (every file but the timing reports), or the run fails after writing
 the JSON.
+
+**The encoders alone** are the floor a build cannot go below: in a fresh interpreter under
+``CRISSCROSS_NUMERICS=native`` (each library's fastest kernels, every core; see
+:mod:`benchmarks.numeric_policy`), each text encoder of the build, loaded and warmed first, encodes
+every caption the build kept in the embed stage's batches.  ``build / encoders`` is the one-worker
+build over their sum (goal ≤ 1.5 at full size); the table's ``beyond`` column says where the rest
+goes: each stage's time, less the encoders' for embed.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +42,7 @@ import psutil
 import yaml
 
 from benchmarks import save_result
+from benchmarks.numeric_policy import mode_env
 from crisscross.pipelines.stage import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,6 +51,8 @@ PHOTOS = SHARED / "coco-images" / "karpathy-test"
 QUICK_IMAGES = 12_000
 WORKER_FLAGS = {1: [], 2: ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]}
 NOT_OUTPUT = {"report.json"}  # holds timings; everything else must match between worker counts
+TEXT_ENCODERS = ["use-m3", "bow-glove50"]
+ENCODERS_GOAL = 1.5  # the one-worker build over the encoders alone, at full size
 
 
 def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
@@ -59,10 +70,48 @@ def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
 def scale_params(path: Path) -> None:
     """The project's params with text encoders only (the replicas mostly have no pixels here)."""
     params = read_params(str(ROOT / "params.yaml"))
-    params["embed"].update(text_encoders=["use-m3", "bow-glove50"], image_encoders=[])
-    params["sample"].update(i2i_text_encoders=["use-m3", "bow-glove50"], c2c_image_encoders=[])
-    params["tasks"].update(gold_text_encoders=["use-m3", "bow-glove50"], gold_image_encoders=[])
+    params["embed"].update(text_encoders=TEXT_ENCODERS, image_encoders=[])
+    params["sample"].update(i2i_text_encoders=TEXT_ENCODERS, c2c_image_encoders=[])
+    params["tasks"].update(gold_text_encoders=TEXT_ENCODERS, gold_image_encoders=[])
     path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def encoders_alone(captions_path: str, batch_size: int) -> dict[str, float]:
+    """Seconds each of :data:`TEXT_ENCODERS` takes to encode every caption of ``captions_path``
+    (an ingest output) in batches of ``batch_size``, in this process as its environment chose the
+    kernels; model loading and a first batch are left out."""
+    import crisscross  # noqa: F401, I001  (first: the policy, unless CRISSCROSS_NUMERICS=native)
+    import pyarrow.parquet as pq
+
+    from crisscross.embed.encoders import TEXT_ENCODERS as REGISTRY
+
+    table = pq.read_table(captions_path, columns=["caption_id", "text"])
+    ids, texts = table["caption_id"].to_pylist(), table["text"].to_pylist()
+    seconds = {}
+    for spec in TEXT_ENCODERS:
+        encoder = REGISTRY.create(spec)
+        encoder.use_threads(os.cpu_count() or 1)
+        encoder.load()
+        encoder.encode(ids[:batch_size], texts[:batch_size])
+        started = time.perf_counter()
+        for start in range(0, len(ids), batch_size):
+            encoder.encode(ids[start : start + batch_size], texts[start : start + batch_size])
+        seconds[spec] = time.perf_counter() - started
+    return seconds
+
+
+def spawn_encoders_alone(build: Path, params: Path) -> dict[str, float]:
+    """:func:`encoders_alone` on ``build``'s captions at native speed, in a fresh interpreter."""
+    batch = str(read_params(str(params))["embed"]["batch_size"])
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.coco_scale", "--encoders-alone", str(build / "items" / "captions.parquet"), batch],
+        cwd=ROOT,
+        env=mode_env("native"),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def run_measured(command: list[str], log: Path) -> tuple[float, float]:
@@ -139,24 +188,35 @@ def run(args: argparse.Namespace) -> None:
                 print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
             sums[workers] = digests(build)
         sizes = counts(work / "build-1w")
-    report(rows, sizes, sums, args.quick)
+        alone = spawn_encoders_alone(work / "build-1w", params)
+        print(f"encoders alone, native: {', '.join(f'{spec} {s:.1f} s' for spec, s in alone.items())}", flush=True)
+    report(rows, sizes, sums, alone, args.quick)
 
 
-def report(rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], quick: bool) -> None:
+def report(
+    rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], alone: dict[str, float], quick: bool
+) -> None:
     one = {r["stage"]: r for r in rows if r["workers"] == 1}
     two = {r["stage"]: r for r in rows if r["workers"] == 2}
+    encoding = sum(alone.values())
     print(
         f"\n{sizes['images']:,} images, {sizes['captions']:,} captions → {sizes['candidates']:,} candidates, {sizes['task_items']:,} task items"
     )
-    print(f"{'stage':<11}{'1w s':>8}{'1w GB':>8}{'2w s':>8}{'2w GB':>8}{'2w/1w':>8}")
+    print(f"{'stage':<11}{'1w s':>8}{'beyond':>8}{'1w GB':>8}{'2w s':>8}{'2w GB':>8}{'2w/1w':>8}")
     for stage, r in one.items():
         t = two[stage]
+        beyond = r["seconds"] - (encoding if stage == "embed" else 0)
         print(
-            f"{stage:<11}{r['seconds']:8.1f}{r['peak_rss_mib'] / 1024:8.2f}{t['seconds']:8.1f}{t['peak_rss_mib'] / 1024:8.2f}{t['seconds'] / r['seconds']:8.2f}"
+            f"{stage:<11}{r['seconds']:8.1f}{beyond:8.1f}{r['peak_rss_mib'] / 1024:8.2f}{t['seconds']:8.1f}{t['peak_rss_mib'] / 1024:8.2f}"
+            f"{t['seconds'] / r['seconds']:8.2f}"
         )
     total = {w: sum(r["seconds"] for r in rows if r["workers"] == w) for w in WORKER_FLAGS}
     peak = {w: max(r["peak_rss_mib"] for r in rows if r["workers"] == w) / 1024 for w in WORKER_FLAGS}
-    print(f"{'build':<11}{total[1]:8.1f}{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}")
+    print(f"{'build':<11}{total[1]:8.1f}{total[1] - encoding:8.1f}{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}")
+    print(
+        f"one-worker build / the encoders alone at native speed ({encoding:.1f} s): {total[1] / encoding:.2f}"
+        f" (goal ≤ {ENCODERS_GOAL} at full size)"
+    )
     differing = sorted(k for k in sums[1].keys() | sums[2].keys() if sums[1].get(k) != sums[2].get(k))
     print(f"outputs of 1 and 2 workers: {len(sums[1])} files, {len(differing)} differ{': ' + ', '.join(differing) if differing else ''}")
     path = save_result(
@@ -169,8 +229,15 @@ def report(rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, di
             "total_seconds": total,
             "peak_rss_gb": peak,
             "differing_outputs": differing,
+            "encoders_alone_seconds": alone,
+            "build_over_encoders": total[1] / encoding,
         },
     )
     print(f"→ {path}")
     if differing:
         raise SystemExit(f"the builds with 1 and 2 workers wrote different bytes: {', '.join(differing)}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--encoders-alone":
+        print(json.dumps(encoders_alone(sys.argv[2], int(sys.argv[3]))), flush=True)

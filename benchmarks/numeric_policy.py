@@ -112,8 +112,13 @@ def worker(n: int, captions: int) -> dict[str, float]:
     return result
 
 
+def mode_env(mode: str) -> dict[str, str]:
+    """This process's environment with the kernel choices of ``mode`` (one of :data:`MODES`) only."""
+    return {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES and k != "CRISSCROSS_NUMERICS"} | MODES[mode]
+
+
 def spawn(mode: str, n: int, captions: int) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items() if k not in POLICY_VARIABLES and k != "CRISSCROSS_NUMERICS"} | MODES[mode]
+    env = mode_env(mode)
     done = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{NAME}", "--worker", str(n), str(captions)],
         cwd=PROJECT,

@@ -15,7 +15,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.common import gather
+from crisscross.beam.common import gather, unpacking
 from crisscross.beam.decoys import FindDecoys
 from crisscross.candidates.bison import DecoySettings, decoy_candidates, decoys_table
 from crisscross.core import io
@@ -41,7 +41,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     means = set_dir(stage.inputs, "text", settings.encoder, COCAPTION_MEAN)
     require(io.join(means, "vectors.npy"), "embed", f" with text encoder {settings.encoder!r} (decoys.encoder)")
     outputs = pipeline | "Decoys" >> FindDecoys(stage.flags.items, stage.inputs, settings)
-    gather("GatherDecoys", outputs.decoys) | "Write" >> beam.Map(write, out)
+    gather("GatherDecoys", outputs.decoys) | "Write" >> beam.Map(unpacking(write), out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.common import gather
+from crisscross.beam.common import gather, unpacking
 from crisscross.beam.embed import COLUMNS, EmbedItems, build_encoder, write_skipped
 from crisscross.core import io
 from crisscross.core.errors import ParamError
@@ -97,7 +97,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
             skipped.append(outputs.skipped)
     write_quarantine(tuple(rejected), out, stage.root)
     gather("GatherSkipped", tuple(skipped) | "AllSkipped" >> beam.Flatten()) | "WriteSkipped" >> beam.Map(
-        write_skipped, io.join(out, "skipped.parquet")
+        unpacking(write_skipped), io.join(out, "skipped.parquet")
     )
     return encoders, len(caption_ids), len(image_ids)
 

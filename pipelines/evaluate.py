@@ -16,7 +16,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.common import gather
+from crisscross.beam.common import gather, unpacking
 from crisscross.beam.evaluate import (
     EvaluateModels,
     EvaluationInputs,
@@ -136,7 +136,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         for name, truth in sorted(truths.items())
         for key, value in sorted(truth.notes.items())
     }
-    gather("GatherResults", results) | "Write" >> beam.Map(write_outputs, out, positives, settings, truth_notes, galleries)
+    gather("GatherResults", results) | "Write" >> beam.Map(unpacking(write_outputs), out, positives, settings, truth_notes, galleries)
     write_quarantine(pipeline | "TruthRejects" >> beam.Create(sorted(rejected)), out, stage.root)
     return gallery, plan, skipped
 

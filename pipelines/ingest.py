@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import apache_beam as beam
 
-from crisscross.beam.common import gather
+from crisscross.beam.common import gather, unpacking
 from crisscross.beam.ingest import IngestItems
 from crisscross.core import io
 from crisscross.core.settings import Options, setting
@@ -52,7 +52,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         path = io.join(out, f"{name}.parquet")
         tables = batches | f"{name.title()}Tables" >> beam.Map(to_table)
         gather(f"Gather{name.title()}", tables) | f"Write{name.title()}" >> beam.Map(
-            lambda parts, path=path, schema=schema: io.write_parquet(path, sorted_by_id(parts, schema))
+            unpacking(lambda parts, path=path, schema=schema: io.write_parquet(path, sorted_by_id(parts, schema)))
         )
     write_quarantine(outputs.rejected, out, stage.root)
 

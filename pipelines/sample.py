@@ -8,9 +8,10 @@ from collections import Counter
 from typing import Any
 
 import apache_beam as beam
+import pyarrow as pa
 
 from crisscross.beam.sample import SampleCandidates
-from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, Candidate, SampleSettings, candidate_csvs, candidates_table
+from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, SampleSettings, candidate_csvs
 from crisscross.core import io
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
@@ -56,9 +57,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     return i2i, c2c
 
 
-def write_candidates(candidates: list[Candidate], out: str) -> None:
-    io.write_parquet(io.join(out, "candidates.parquet"), candidates_table(candidates))
-    for name, data in candidate_csvs(candidates).items():
+def write_candidates(table: pa.Table, out: str) -> None:
+    io.write_parquet(io.join(out, "candidates.parquet"), table)
+    for name, data in candidate_csvs(table).items():
         io.write_bytes(io.join(out, name), data)
 
 

@@ -22,7 +22,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from crisscross.beam.common import gather
+from crisscross.beam.common import gather, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
@@ -289,7 +289,7 @@ def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], 
     if isinstance(rejected, tuple):
         rejected = rejected | "AllRejected" >> beam.Flatten()
     gather("GatherRejected", rejected) | "WriteQuarantine" >> beam.Map(
-        lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows, root))
+        unpacking(lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows, root)))
     )
 
 

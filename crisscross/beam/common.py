@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from crisscross.core.quarantine import Rejected
 
 REJECTED = "rejected"
+T = TypeVar("T")
 SHARDS = 64  # groups per sharded shuffle: enough to spread over many workers, few enough to stay cheap
 
 
@@ -57,9 +63,54 @@ def route(
     return outputs if tags else (outputs.kept, outputs[REJECTED])
 
 
+def packed(records: Iterable[Any]) -> bytes:
+    """Records as one opaque Beam element.  Beam's coder pickles a list of objects it does not know
+    object by object, and a worker sizes what it reads back object by object too; for lists of
+    thousands of small records that cost more than the work on them.  :func:`unpacked` reverses it."""
+    return pickle.dumps(list(records), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpacked(data: bytes) -> list[Any]:
+    """The records of :func:`packed` (made by this pipeline's own steps, never read from a file)."""
+    return pickle.loads(data)
+
+
+def in_global_window(value: Any) -> WindowedValue:
+    """``value`` as ``finish_bundle`` must yield it (this project's pipelines are globally windowed)."""
+    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
+
+
+class _PackBundle(beam.DoFn):
+    """A bundle's elements as one packed list, in the step that makes them."""
+
+    def start_bundle(self) -> None:
+        self._elements: list[Any] = []
+
+    def process(self, element: Any) -> None:
+        self._elements.append(element)
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        if self._elements:
+            part, self._elements = packed(self._elements), []
+            yield in_global_window(part)
+
+
 def gather(label: str, pcoll: beam.PCollection) -> beam.PCollection:
-    """All elements as one list, for writing one deterministic file (callers sort it)."""
-    return pcoll | label >> beam.combiners.ToList()
+    """All elements as one list, for writing one deterministic file: the step that writes it takes
+    the list through :func:`unpacking` (and sorts it).  Elements cross to the gathering step packed,
+    a bundle's worth at a time: the runner copies a step's output element by element into the next
+    step, and sizes it by encoding a sample, which for a list of a million records is all of it."""
+    return pcoll | f"{label}[pack]" >> beam.ParDo(_PackBundle()) | label >> beam.combiners.ToList()
+
+
+def unpacking(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` called with the list :func:`gather` gathered."""
+
+    @functools.wraps(fn)
+    def call(parts: list[bytes], *args: Any, **kwargs: Any) -> T:
+        return fn([element for part in parts for element in unpacked(part)], *args, **kwargs)
+
+    return call
 
 
 def shard_of(key: str) -> int:
@@ -67,13 +118,15 @@ def shard_of(key: str) -> int:
     return zlib.crc32(key.encode("utf-8")) % SHARDS
 
 
-def by_shard(records: Iterable[Any], key: Callable[[Any], str]) -> Iterator[tuple[int, list[Any]]]:
-    """``(shard, records)`` per shard of ``key(record)``: what a stage grouping millions of records by
-    id shuffles instead of the records one by one (a few thousand Beam elements, not millions)."""
+def by_shard(records: Iterable[Any], key: Callable[[Any], str]) -> Iterator[tuple[int, bytes]]:
+    """``(shard, packed records)`` per shard of ``key(record)``: what a stage grouping millions of
+    records by id shuffles instead of the records one by one (a few thousand Beam elements, not
+    millions); the grouped step :func:`unpacked` each part."""
     shards: dict[int, list[Any]] = {}
     for record in records:
         shards.setdefault(shard_of(key(record)), []).append(record)
-    yield from shards.items()
+    for shard, part in shards.items():
+        yield shard, packed(part)
 
 
 def default_threads(processes: int) -> int:

@@ -34,13 +34,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.shared import Shared
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 from threadpoolctl import threadpool_limits
 
-from crisscross.beam.common import REJECTED, default_threads, gather
+from crisscross.beam.common import REJECTED, default_threads, gather, in_global_window, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.quarantine import Rejected, reject
@@ -246,9 +244,9 @@ class EncodeBatches(beam.DoFn):
         for done in self._window.drain():
             for output in self._outputs(done):
                 if isinstance(output, beam.pvalue.TaggedOutput):
-                    yield beam.pvalue.TaggedOutput(output.tag, _windowed(output.value))
+                    yield beam.pvalue.TaggedOutput(output.tag, in_global_window(output.value))
                 else:
-                    yield _windowed(output)
+                    yield in_global_window(output)
 
     def _outputs(self, done: BatchDone) -> Iterable[Any]:
         for item_id in done.not_covered:
@@ -288,10 +286,6 @@ class EncodeBatches(beam.DoFn):
         before, self._done = self._done, self._done + n
         if self._done * 10 // max(1, self._total) > before * 10 // max(1, self._total):
             LOG.info("%s: %d of %d items encoded on this worker", self._spec, self._done, self._total)
-
-
-def _windowed(value: Any) -> WindowedValue:
-    return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
 
 
 def _decode_images(
@@ -346,7 +340,7 @@ class WriteShards(beam.DoFn):
         io.write_npy(f"{stem}.npy", np.concatenate([batch.vectors for batch in self._batches]))
         io.write_parquet(f"{stem}.parquet", pa.table({"id": pa.array(ids, pa.string()), "group": pa.array(groups, pa.string())}))
         self._batches = []
-        yield _windowed(stem)
+        yield in_global_window(stem)
 
 
 def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, Any], means: tuple[str, dict[str, Any]] | None) -> None:
@@ -447,7 +441,7 @@ class EmbedItems(beam.PTransform):
         folder = set_dir(self._out, modality, spec, SHARDS)
         shards = encoded.encoded | "WriteShards" >> beam.ParDo(WriteShards(folder))
         gather("GatherShards", shards) | "MergeShards" >> beam.Map(
-            merge_shards, folder, set_dir(self._out, modality, spec, kind), meta, means
+            unpacking(merge_shards), folder, set_dir(self._out, modality, spec, kind), meta, means
         )
         skipped = (split[SKIPPED], encoded[SKIPPED]) | "AllSkipped" >> beam.Flatten()
         return EmbedOutputs(rejected=encoded[REJECTED], skipped=skipped)

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from crisscross.beam.common import REJECTED, by_shard, route
+from crisscross.beam.common import REJECTED, by_shard, route, unpacked
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.records import CaptionRecord, ImageRecord
 from crisscross.ingest.validate import (
@@ -78,18 +78,18 @@ def _check(batch: list[Any], images_dir: str | None, max_text_length: int, root:
         yield beam.pvalue.TaggedOutput("images", keyed)
 
 
-def _first_captions(keyed: tuple[int, Iterable[list[CaptionRecord]]]) -> Iterator[Any]:
+def _first_captions(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
     """One caption-id shard: the first of each id, keyed by image-id shard for the join."""
-    kept, rejected = first_of_each((c for batch in keyed[1] for c in batch), lambda c: c.caption_id)
+    kept, rejected = first_of_each((c for part in keyed[1] for c in unpacked(part)), lambda c: c.caption_id)
     yield from rejected
     yield from by_shard(kept, lambda c: c.image_id)
 
 
-def _join(keyed: tuple[int, dict[str, Iterable[list[Any]]]]) -> Iterator[Any]:
+def _join(keyed: tuple[int, dict[str, Iterable[bytes]]]) -> Iterator[Any]:
     """One image-id shard: its images (first of each id) with their captions, as one batch each."""
     grouped = keyed[1]
     images, captions, rejected = join_all(
-        (i for batch in grouped["images"] for i in batch), (c for batch in grouped["captions"] for c in batch)
+        (i for part in grouped["images"] for i in unpacked(part)), (c for part in grouped["captions"] for c in unpacked(part))
     )
     yield from rejected
     if images:

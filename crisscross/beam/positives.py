@@ -28,7 +28,7 @@ from crisscross.aggregate.positives import (
     truth_variants,
     verified_pairs,
 )
-from crisscross.beam.common import gather, route
+from crisscross.beam.common import gather, route, unpacking
 from crisscross.beam.evaluate import gallery_of, load_truth
 from crisscross.candidates.annotators import load_annotators
 from crisscross.candidates.machine import read_queries, settings_of_annotators
@@ -126,5 +126,7 @@ class BuildPositives(beam.PTransform):
             | "Spread" >> beam.Reshuffle()
             | "Score" >> beam.ParDo(ScoreModel(inputs), beam.pvalue.AsSingleton(variants))
         )
-        audit = gather("GatherScores", scores) | "Audit" >> beam.Map(assemble_audit, beam.pvalue.AsSingleton(merged.merged), inputs.filter)
+        audit = gather("GatherScores", scores) | "Audit" >> beam.Map(
+            unpacking(assemble_audit), beam.pvalue.AsSingleton(merged.merged), inputs.filter
+        )
         return PositivesOutputs(merged=merged.merged, audit=audit, rejected=merged.rejected)

@@ -2,8 +2,10 @@
 
 Neighbour rows become (unordered pair, evidence); grouping by pair unites what several encoders
 and both ends of a pair found.  Tables are read as Arrow row groups, pairs are shuffled in
-per-shard lists (``common.by_shard``) and candidates travel as lists, so all of COCO's ~3M
-neighbour rows per space cost a few thousand Beam elements.  Caption draws read the captions of
+per-shard lists (``common.by_shard``) and candidates travel as lists, both packed
+(``common.packed``: a runner copies the three methods' lists where they meet, and sizes every
+step's output from a sample it encodes), so all of COCO's ~3M neighbour rows per space cost a
+few thousand Beam elements, each copied as bytes.  Caption draws read the captions of
 each image from ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
 ``c2c_isim`` count as a singleton side input.
 Finally all candidates meet in one place for the constraint check (self pairs, duplicates in
@@ -19,10 +21,11 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.utils.shared import Shared
 
-from crisscross.beam.common import REJECTED, by_shard, route
+from crisscross.beam.common import REJECTED, by_shard, gather, packed, route, unpacked, unpacking
 from crisscross.candidates.cxc import (
     C2C_ISIM,
     I2I_CSIM,
+    candidates_table,
     caption_pair_for_images,
     cocaption_pairs,
     enforce_constraints,
@@ -37,13 +40,14 @@ STAGE = "sample"
 
 
 class SampleOutputs(NamedTuple):
-    candidates: beam.PCollection  # one list of kept Candidates
+    candidates: beam.PCollection  # one pa.Table of the kept candidates (``cxc.candidates_table``)
     rejected: beam.PCollection
 
 
 def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: int) -> beam.PCollection:
-    """Lists of (pair, evidences), one per shard of pairs, from every neighbour table of one method;
-    none without tables (a text-only build lists no image encoder, so it draws no C2C pairs)."""
+    """``(shard, packed parts)`` of (pair, evidence) from every neighbour table of one method, for
+    :func:`_group_pairs`; none without tables (a text-only build lists no image encoder, so it
+    draws no C2C pairs)."""
     if not tables:
         return pipeline | f"NoSpaces[{label}]" >> beam.Create([])
     parts = [
@@ -53,18 +57,14 @@ def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: 
         >> beam.FlatMap(lambda table, space=space: by_shard(neighbour_pairs(table.to_pylist(), space, top), lambda pe: "|".join(pe[0])))
         for space, path in sorted(tables.items())
     ]
-    return (
-        parts
-        | f"All[{label}]" >> beam.Flatten()
-        | f"ByShard[{label}]" >> beam.GroupByKey()
-        | f"ByPair[{label}]" >> beam.MapTuple(_group_pairs)
-    )
+    return parts | f"All[{label}]" >> beam.Flatten() | f"ByShard[{label}]" >> beam.GroupByKey()
 
 
-def _group_pairs(shard: int, parts: Iterable[list[tuple[tuple[str, str], Any]]]) -> list[tuple[tuple[str, str], list[Any]]]:
+def _group_pairs(keyed: tuple[int, Iterable[bytes]]) -> list[tuple[tuple[str, str], list[Any]]]:
+    """One shard's pairs with every evidence found for each."""
     grouped: dict[tuple[str, str], list[Any]] = {}
-    for part in parts:
-        for pair, evidence in part:
+    for part in keyed[1]:
+        for pair, evidence in unpacked(part):
             grouped.setdefault(pair, []).append(evidence)
     return list(grouped.items())
 
@@ -93,21 +93,27 @@ class CaptionsOf:
         return self._handle.acquire(lambda: _Loaded(read_captions_by_image(self._path))).by_image
 
 
-def _draw_captions(pairs: list[tuple[tuple[str, str], list[Any]]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
-    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one list."""
+def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> bytes:
+    """One shard's ``i2i_csim`` candidates, as one packed list."""
+    return packed(image_pair(I2I_CSIM, pair, evidence) for pair, evidence in _group_pairs(keyed))
+
+
+def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
+    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one packed list."""
     by_image = captions.by_image()
-    drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in pairs]
+    drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in _group_pairs(keyed)]
     yield from (d for d in drawn if isinstance(d, Rejected))
-    yield [d for d in drawn if not isinstance(d, Rejected)]
+    yield packed(d for d in drawn if not isinstance(d, Rejected))
 
 
 def _quota(n_isim: int, ratio: float) -> int:
     return int(round(n_isim * ratio))
 
 
-def _keep(lists: list[list[Any]], allow_cross_method: bool) -> Iterable[Any]:
-    kept, rejected = enforce_constraints([c for candidates in lists for c in candidates], allow_cross_method)
-    yield beam.pvalue.TaggedOutput("kept_list", kept)
+def _keep(lists: list[bytes], allow_cross_method: bool) -> Iterable[Any]:
+    """The candidate lists checked: the kept ones as one table, the rejects one by one."""
+    kept, rejected = enforce_constraints([c for candidates in lists for c in unpacked(candidates)], allow_cross_method)
+    yield beam.pvalue.TaggedOutput("kept_table", candidates_table(kept))
     yield from rejected
 
 
@@ -131,30 +137,28 @@ class SampleCandidates(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> SampleOutputs:
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
         captions = CaptionsOf(self._captions)
-        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(
-            lambda pairs: [image_pair(I2I_CSIM, pair, ev) for pair, ev in pairs]
-        )
+        i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(_image_pairs)
         isim, no_captions = route(
             "DrawCaptions", _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c), STAGE, _draw_captions, many=True, args=(captions, seed)
         )
-        n_isim = isim | "CountIsim" >> beam.Map(len) | "SumIsim" >> beam.CombineGlobally(sum)
+        n_isim = isim | "CountIsim" >> beam.Map(lambda candidates: len(unpacked(candidates))) | "SumIsim" >> beam.CombineGlobally(sum)
         cocaption = (
             pipeline
             | "Once" >> beam.Create([None])
             | "Cocaption"
             >> beam.Map(
-                lambda _, n: cocaption_pairs(captions.by_image(), _quota(n, ratio), seed),
+                lambda _, n: packed(cocaption_pairs(captions.by_image(), _quota(n, ratio), seed)),
                 beam.pvalue.AsSingleton(n_isim),
             )
         )
         checked = route(
             "Constraints",
-            (i2i, isim, cocaption) | "AllCandidates" >> beam.Flatten() | "Gather" >> beam.combiners.ToList(),
+            gather("Gather", (i2i, isim, cocaption) | "AllCandidates" >> beam.Flatten()),
             STAGE,
-            _keep,
+            unpacking(_keep),
             many=True,
             args=(self._allow_cross,),
-            tags=("kept_list",),
+            tags=("kept_table",),
         )
         rejected = (no_captions, checked[REJECTED]) | "AllRejected" >> beam.Flatten()
-        return SampleOutputs(candidates=checked.kept_list, rejected=rejected)
+        return SampleOutputs(candidates=checked.kept_table, rejected=rejected)

@@ -27,7 +27,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from crisscross.beam.common import default_threads, gather
+from crisscross.beam.common import default_threads, gather, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.registry import Registry
 from crisscross.core.settings import setting
@@ -167,7 +167,7 @@ class WriteNeighbours(beam.PTransform):
             if n >= 2
             else pbegin | "NoRows" >> beam.Create([])
         )
-        return gather("Gather", lists) | "Write" >> beam.Map(_write_table, self._ids, self._target)
+        return gather("Gather", lists) | "Write" >> beam.Map(unpacking(_write_table), self._ids, self._target)
 
 
 def _write_table(parts: list, ids: list[str], target: str) -> None:

@@ -174,10 +174,11 @@ def candidates_table(candidates: Iterable[Candidate]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=CANDIDATES_SCHEMA)
 
 
-def candidate_csvs(candidates: Iterable[Candidate]) -> dict[str, bytes]:
-    """``sts_candidates.csv`` and ``sis_candidates.csv`` in the CxC release shape, without scores."""
-    rows = _sorted(candidates)
+def candidate_csvs(table: pa.Table) -> dict[str, bytes]:
+    """``sts_candidates.csv`` and ``sis_candidates.csv`` in the CxC release shape, without scores,
+    from a :func:`candidates_table` (sorted as the files are)."""
+    rows = list(zip(*(table.column(name).to_pylist() for name in ("id1", "id2", "method")), strict=True))
     return {
-        name: cxc_csv(task, ((c.id1, c.id2, None, c.method) for c in rows if c.method in methods), scored=False)
+        name: cxc_csv(task, ((id1, id2, None, method) for id1, id2, method in rows if method in methods), scored=False)
         for name, (task, methods) in CANDIDATE_FILES.items()
     }

@@ -13,6 +13,7 @@ between canonical ids and the published forms:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -186,8 +187,10 @@ ID_SCHEMES.register("coco")(CocoIdScheme)
 ID_SCHEMES.register("f30k")(FlickrIdScheme)
 
 
+@functools.cache
 def scheme_for(namespace: str) -> IdScheme:
-    """The scheme of a namespace; namespaces without a special one get the plain scheme."""
+    """The scheme of a namespace; namespaces without a special one get the plain scheme.  Schemes
+    are frozen, so one per namespace serves every id (a release converts millions)."""
     if namespace in ID_SCHEMES.names():
         return ID_SCHEMES.create(namespace)
     return IdScheme(namespace)

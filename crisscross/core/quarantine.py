@@ -10,7 +10,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -53,7 +53,7 @@ def quarantine_table(rejected: Iterable[Rejected], root: str | None = None) -> p
     ``root`` (the launching directory: workers read absolute paths) sources name files relative to
     it, so the bytes do not depend on where the project lives."""
     rows = sorted(replace(r, source=relative_source(r.source, root)) if root else r for r in rejected)
-    return pa.Table.from_pylist([asdict(r) for r in rows], schema=QUARANTINE_SCHEMA)
+    return pa.table({name: [getattr(r, name) for r in rows] for name in QUARANTINE_SCHEMA.names}, schema=QUARANTINE_SCHEMA)
 
 
 def count_reasons(rejected: Iterable[Rejected]) -> dict[str, dict[str, int]]:
