@@ -14,8 +14,9 @@ Each (N, method) measurement runs in a fresh process, so its peak RSS is its own
 imports only its method's library (numba or faiss).  Methods are interleaved round by round and
 the best round is kept, since the machine is shared.
 
-The reference for GFLOP/s is the machine's float32 GEMM peak through numpy's BLAS, measured in
-the same run; "dense" counts the 2·N²·d of the full product for every method, "actual" counts
+The reference for GFLOP/s is the machine's float32 GEMM peak through numpy's BLAS with its native
+kernels on every core, measured in the same run (``ours`` runs under the numeric policy, as the
+stage does; numpy and faiss as their users get them, natively); "dense" counts the 2·N²·d of the full product for every method, "actual" counts
 what ``ours`` multiplies (the upper-triangle blocks, ≈ N²·d).  The goal ``ours`` is held to is
 ``ACTUAL_GOAL``: that share of the GEMM peak on the work it multiplies, printed after the table.
 """
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import save_result
+from benchmarks.numeric_policy import mode_env
 
 NAME = "similarity_topk"
 PROJECT = Path(__file__).resolve().parents[1]
@@ -152,9 +154,19 @@ def worker(argv: list[str]) -> None:
     print(json.dumps(result), flush=True)
 
 
-def spawn(*args: str) -> dict[str, float]:
-    """Run a worker in a fresh interpreter; its last stdout line is its JSON result."""
-    done = subprocess.run([sys.executable, "-m", f"benchmarks.{NAME}", *args], cwd=PROJECT, check=True, capture_output=True, text=True)
+def spawn(worker: str, *args: str) -> dict[str, float]:
+    """Run a worker in a fresh interpreter; its last stdout line is its JSON result.  ``ours`` runs
+    under the numeric policy, as the similarity stage does; the GEMM peak, numpy and faiss with
+    each library's own choices (native kernels, every core), as their users get them."""
+    env = mode_env("policy" if worker == "ours" else "native")
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{NAME}", "--worker", worker, *args],
+        cwd=PROJECT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -178,10 +190,10 @@ def agreement(a: np.ndarray, b: np.ndarray) -> float:
 
 def run(args: argparse.Namespace) -> None:
     sizes = QUICK_SIZES if args.quick else SIZES
-    gemm = [spawn("--worker", "gemm")]
+    gemm = [spawn("gemm")]
     print("  GEMM GFLOP/s: " + ", ".join(f"{shape} {rate:.0f}" for shape, rate in gemm[0].items()), flush=True)
     runs, agree = measure_all(sizes)
-    gemm.append(spawn("--worker", "gemm"))  # again at the end: the load on a shared machine drifts
+    gemm.append(spawn("gemm"))  # again at the end: the load on a shared machine drifts
     peak = max(rate for rates in gemm for rate in rates.values())
     rows = [summarise(n, method, runs[n, method], peak) for n in sizes for method in METHODS]
     best = {(row["n"], row["method"]): row["best_s"] for row in rows}
@@ -240,7 +252,7 @@ def measure_all(sizes: tuple[int, ...]) -> tuple[dict[tuple[int, str], list[dict
                 for method in METHODS[r % len(METHODS) :] + METHODS[: r % len(METHODS)]:
                     save = ["--save", str(Path(tmp) / f"{method}.npy")] if r == 0 else []
                     # Other jobs' load shows up in the timings; logged so a drifting run can be spotted.
-                    result = {"load_1min": os.getloadavg()[0], **spawn("--worker", method, "--n", str(n), *save)}
+                    result = {"load_1min": os.getloadavg()[0], **spawn(method, "--n", str(n), *save)}
                     runs.setdefault((n, method), []).append(result)
                     print(
                         f"  N={n} {method} round {r + 1}/{rounds}: {result['seconds']:.2f}s, peak RSS {result['peak_rss_mb']:.0f} MB,"

@@ -1,0 +1,42 @@
+"""The Beam pieces every stage shares: gathering packed lists, sharding packed parts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from crisscross.beam.common import SHARDS, by_shard, gather, shard_of, unpacked, unpacking
+from crisscross.core.quarantine import Rejected, reject
+
+
+def rejects(prefix: str, n: int) -> list[Rejected]:
+    return [reject("row", f"{prefix}{i}", "bad", "detail", "source", {"i": i}) for i in range(n)]
+
+
+def test_gather_hands_every_element_of_every_producer_and_bundle_to_one_call() -> None:
+    with TestPipeline() as p:
+        first = p | "First" >> beam.Create([300]) | "Make1" >> beam.FlatMap(lambda n: rejects("a", n))
+        second = p | "Second" >> beam.Create(list(range(5))) | "Make2" >> beam.Map(lambda i: reject("row", f"b{i}", "bad", "d", "s", {}))
+        got = gather("Gather", (first, second) | beam.Flatten()) | beam.Map(unpacking(lambda rows: sorted(r.key for r in rows)))
+        assert_that(got, equal_to([sorted([f"a{i}" for i in range(300)] + [f"b{i}" for i in range(5)])]))
+
+
+def test_gather_of_nothing_is_one_empty_list() -> None:
+    with TestPipeline() as p:
+        got = gather("Gather", p | beam.Create([])) | beam.Map(unpacking(lambda rows: len(rows)))
+        assert_that(got, equal_to([0]))
+
+
+def test_by_shard_packs_each_shard_once_and_loses_nothing() -> None:
+    records = [f"id{i}" for i in range(1000)]
+    parts = list(by_shard(records, lambda r: r))
+    assert len({shard for shard, _ in parts}) == len(parts) <= SHARDS
+    back = Counter()
+    for shard, part in parts:
+        members = unpacked(part)
+        assert {shard_of(r) for r in members} == {shard}
+        back.update(members)
+    assert back == Counter(records)
