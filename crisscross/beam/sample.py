@@ -99,11 +99,14 @@ def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> bytes:
 
 
 def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
-    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one packed list."""
+    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one packed list and
+    their count (tag ``count``, for the co-caption quota without opening the list again)."""
     by_image = captions.by_image()
     drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in _group_pairs(keyed)]
+    kept = [d for d in drawn if not isinstance(d, Rejected)]
     yield from (d for d in drawn if isinstance(d, Rejected))
-    yield packed(d for d in drawn if not isinstance(d, Rejected))
+    yield beam.pvalue.TaggedOutput("count", len(kept))
+    yield packed(kept)
 
 
 def _quota(n_isim: int, ratio: float) -> int:
@@ -138,10 +141,17 @@ class SampleCandidates(beam.PTransform):
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
         captions = CaptionsOf(self._captions)
         i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(_image_pairs)
-        isim, no_captions = route(
-            "DrawCaptions", _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c), STAGE, _draw_captions, many=True, args=(captions, seed)
+        drawn = route(
+            "DrawCaptions",
+            _pairs(pipeline, C2C_ISIM, self._c2c, self._top_c2c),
+            STAGE,
+            _draw_captions,
+            many=True,
+            args=(captions, seed),
+            tags=("count",),
         )
-        n_isim = isim | "CountIsim" >> beam.Map(lambda candidates: len(unpacked(candidates))) | "SumIsim" >> beam.CombineGlobally(sum)
+        isim, no_captions = drawn.kept, drawn[REJECTED]
+        n_isim = drawn.count | "SumIsim" >> beam.CombineGlobally(sum)
         cocaption = (
             pipeline
             | "Once" >> beam.Create([None])
