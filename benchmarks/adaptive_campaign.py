@@ -89,12 +89,12 @@ from crisscross.core.rng import generator
 from crisscross.embed.sets import CAPTIONS as CAPTION_SET
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.formats.eccv import DIRECTIONS, I2T, T2I
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, SIS, SITS, STS, VERIFY, VERIFY_ANSWERS, VERIFY_POSITIVE
 from crisscross.ingest.records import caption_images
 from crisscross.pipelines import embed, ingest
 from crisscross.scoring.metrics import PositiveRanks, bootstrap_spearman, map_at_r, r_precision
 from crisscross.scoring.models import EmbeddingModel, Gallery
 from crisscross.scoring.truths import load_eccv
+from crisscross.tasktypes.names import POSITIVE_THRESHOLDS, RATING_TYPES, SIS, SITS, STS, VERIFY, VERIFY_ANSWERS, VERIFY_POSITIVE
 
 if TYPE_CHECKING:
     import numpy as np

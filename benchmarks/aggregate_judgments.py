@@ -40,7 +40,7 @@ from benchmarks import save_result
 from crisscross.aggregate.aggregators import AGGREGATORS, long_frame
 from crisscross.aggregate.agreement import krippendorff_alpha
 from crisscross.aggregate.quality import rater_report, split_by_exclusion, split_gold
-from crisscross.formats.schema import RATING_TYPES, VERIFY_ANSWERS
+from crisscross.tasktypes.names import RATING_TYPES, VERIFY_ANSWERS
 
 NAME = "aggregate_judgments"
 SEED = 0

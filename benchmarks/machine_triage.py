@@ -38,9 +38,9 @@ from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.signals import TextSpace
 from crisscross.campaign.triage import TO_PEOPLE, TriageSettings, triage
 from crisscross.core import io as cio
-from crisscross.formats.schema import POSITIVE_THRESHOLDS
 from crisscross.ingest.records import caption_images
 from crisscross.pipelines import embed, ingest
+from crisscross.tasktypes.names import POSITIVE_THRESHOLDS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -28,7 +28,7 @@ from crisscross.annotate.tasks import Space, TaskParams, build_tasks, items_from
 from crisscross.candidates.cxc import C2C_ISIM, CANDIDATES_SCHEMA
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, make_id
 from crisscross.embed.sets import EmbeddingSet, unit_rows
-from crisscross.formats.schema import STS
+from crisscross.tasktypes.names import STS
 
 ITEMS = 2_000
 DIM = 512

@@ -22,8 +22,7 @@ from crisscross.aggregate.round import KEPT_JUDGMENTS, RoundResult, RoundSetting
 from crisscross.beam.aggregate import AggregateRound
 from crisscross.core import io
 from crisscross.core.errors import ParamError
-from crisscross.formats.cxc import cxc_csv
-from crisscross.formats.schema import RATING_TYPES, VERIFY
+from crisscross.formats.cxc import CXC_FILES, cxc_csv
 from crisscross.formats.verify import verify_csv
 from crisscross.pipelines.stage import (
     Finished,
@@ -34,6 +33,8 @@ from crisscross.pipelines.stage import (
     run_stage,
     write_quarantine,
 )
+from crisscross.tasktypes import rated_type_names
+from crisscross.tasktypes.verify import VERIFY
 
 STAGE = "aggregate"
 DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
@@ -67,17 +68,16 @@ def write(result: RoundResult, out: str) -> None:
     io.write_parquet(io.join(out, "rated.parquet"), _arrow(rated))
     io.write_parquet(io.join(out, KEPT_JUDGMENTS), _arrow(result.kept))
     io.write_bytes(io.join(out, "raters.csv"), io.frame_csv_bytes(result.raters))
-    for kind in sorted(set(rated["task_type"])):
-        if kind in RATING_TYPES:
-            rows = rated[rated["task_type"] == kind]
-            io.write_bytes(
-                io.join(out, f"{kind.lower()}.csv"),
-                cxc_csv(kind, rows[["id_a", "id_b", "agg_score", "sampling_method"]].itertuples(index=False)),
-            )
-    verify = rated[rated["task_type"] == VERIFY]
+    for kind in sorted(set(rated["task_type"]) & set(CXC_FILES)):  # CxC's file per rating type
+        rows = rated[rated["task_type"] == kind]
+        io.write_bytes(
+            io.join(out, f"{kind.lower()}.csv"),
+            cxc_csv(kind, rows[["id_a", "id_b", "agg_score", "sampling_method"]].itertuples(index=False)),
+        )
+    verify = rated[rated["task_type"] == VERIFY.name]  # ECCV Caption's verification file
     if not verify.empty:
         io.write_bytes(io.join(out, "verify.csv"), verify_csv(verify, "id_a", "id_b"))
-    ratings = rated[rated["task_type"].isin(RATING_TYPES)]
+    ratings = rated[rated["task_type"].isin(rated_type_names())]
     io.write_bytes(io.join(out, "score_distribution.png"), score_distribution_png(ratings, simulated=simulated))
     io.write_bytes(io.join(out, "item_std.png"), item_std_png(ratings, simulated=simulated))
     io.write_json(io.join(out, "facts.json"), result.facts)
@@ -108,7 +108,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     summary["rejected"] = stage.rejected_line(len(done.quarantine), "judgments of excluded raters")
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
-    tables = [f"{kind.lower()}.csv" for kind in sorted(facts) if kind in (*RATING_TYPES, VERIFY)]  # BISON rounds have none
+    tables = [f"{kind.lower()}.csv" for kind in sorted(set(facts) & {*CXC_FILES, VERIFY.name})]  # the papers' files; other types have none
     summary["outputs"] = (
         f"rated.parquet, {', '.join([*tables, 'raters.csv'])}, score_distribution.png, item_std.png in {stage.shown(stage.out)}"
     )

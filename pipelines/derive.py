@@ -19,8 +19,9 @@ from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
 from crisscross.core import io
 from crisscross.formats.cxc import CXC_FILES
-from crisscross.formats.schema import SIS, STS
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
+from crisscross.tasktypes.sis import SIS
+from crisscross.tasktypes.sts import STS
 
 STAGE = "derive"
 CXC_PREFIX = "cxc:"
@@ -40,7 +41,7 @@ def rated_source(inputs: str, split: str) -> str | dict[str, str]:
     """``rated.parquet`` of an aggregate output, or the CxC release files of ``cxc:<folder>``."""
     if inputs.startswith(CXC_PREFIX):
         folder = inputs[len(CXC_PREFIX) :]
-        files = {task: io.join(folder, CXC_FILES[task].name(split)) for task in (STS, SIS)}
+        files = {task: io.join(folder, CXC_FILES[task].name(split)) for task in (STS.name, SIS.name)}
         for path in files.values():
             if not io.exists(path):
                 raise FileNotFoundError(f"no {path}: {inputs} must be a folder of CxC release files (split {split})")
@@ -75,7 +76,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "c2i_intrasim": (
             f"{counts['c2i_intrasim']:,} of quota {facts['quota']:,} ({facts['ranks']} ranks"
             + (f", depth {facts['depth']}" if facts["ranks"] == "per-query" else "")
-            + f", directions {facts['directions']}): {sources[STS]['selected']:,} from C2C ranks, {sources[SIS]['selected']:,} from I2I ranks"
+            + f", directions {facts['directions']}): {sources[STS.name]['selected']:,} from C2C ranks, {sources[SIS.name]['selected']:,} from I2I ranks"
         ),
         "c2i_original": f"{counts['c2i_original']:,} caption–image pairs of the captions table",
     }
@@ -84,7 +85,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     if facts["shortfall"]:
         summary["shortfall"] = (
             f"{facts['shortfall']:,} fewer c2i_intrasim than the quota: the rated pairs derive only "
-            f"{sources[STS]['derived'] + sources[SIS]['derived']:,} candidates (C2C {sources[STS]['derived']:,}, I2I {sources[SIS]['derived']:,})"
+            f"{sources[STS.name]['derived'] + sources[SIS.name]['derived']:,} candidates (C2C {sources[STS.name]['derived']:,}, I2I {sources[SIS.name]['derived']:,})"
         )
     if facts["ignored"]:
         summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())

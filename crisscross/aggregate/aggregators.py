@@ -37,16 +37,10 @@ import numpy as np
 import pandas as pd
 
 from crisscross.core.registry import Registry
-from crisscross.formats.schema import (
-    SCORE_MAX,
-    SCORE_MIN,
-    TASK_TYPES,
-    VERIFY_ANSWERS,
-    task_type,
-)
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
+from crisscross.tasktypes import task_type, task_types, type_names
+from crisscross.tasktypes.base import CATEGORICAL, RATINGS
 
-RATINGS = "ratings"
-CATEGORICAL = "categorical"
 COLUMNS = ("task", "worker", "label")
 EPS = 1e-10  # floor of Dawid–Skene probabilities before logs and normalisation (as crowd-kit)
 TIE = 1e-9  # label probabilities this close to the best are a tie
@@ -84,8 +78,8 @@ class Coded:
 def long_frame(judgments: pd.DataFrame, kind: str) -> pd.DataFrame:
     """The ``task``/``worker``/``label`` frame of one task type from a judgments table.
 
-    Ratings (STS, SIS, SITS) take ``score`` as label, VERIFY takes ``answer``; other types' rows
-    are left out, since scores and answers cannot share one aggregation.
+    Rated types take ``score`` as label, the others ``answer``; other types' rows are left out,
+    since scores and answers cannot share one aggregation.
     """
     info = task_type(kind)
     missing = [c for c in ("item_id", "task_type", "worker", "score" if info.rated else "answer") if c not in judgments.columns]
@@ -98,12 +92,12 @@ def long_frame(judgments: pd.DataFrame, kind: str) -> pd.DataFrame:
 
 
 def label_order(observed: Sequence[Any], labels: Sequence[Any] | None = None) -> pd.Index:
-    """The label order ties break in: ``labels`` if given, else VERIFY answers in
-    :data:`VERIFY_ANSWERS` order (best first) followed by any other labels sorted."""
+    """The label order ties break in: ``labels`` if given, else the ordinal answers of the task
+    types (VERIFY's, best first) followed by any other labels sorted."""
     seen = pd.unique(np.asarray(observed, dtype=object))
     if labels is None:
         present = set(seen)
-        known = [a for a in VERIFY_ANSWERS if a in present]
+        known = [a for kind in task_types() if kind.alpha_level == "ordinal" for a in kind.answers if a in present]
         return pd.Index([*known, *sorted(present - set(known))], name="label")
     order = pd.Index(list(labels), name="label")
     if order.has_duplicates:
@@ -139,9 +133,9 @@ def task_type_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
     if (codes < 0).any():
         raise ValueError(f"{int((codes < 0).sum())} of {len(column)} judgments have no task_type")
     upper = [str(spelling).upper() for spelling in spellings]
-    unknown = sorted(set(upper) - set(TASK_TYPES))
+    unknown = sorted(set(upper) - set(type_names()))
     if unknown:
-        raise ValueError(f"judgments have unknown task type(s) {unknown}; known: {', '.join(TASK_TYPES)}")
+        raise ValueError(f"judgments have unknown task type(s) {unknown}; known: {', '.join(type_names())}")
     names = pd.Index(sorted(set(upper)), name="task_type")
     return names.get_indexer(upper)[codes], names
 

@@ -1,13 +1,10 @@
 """COCO-BISON after its two rounds (BISON §4.1 steps 2–3): accepted triples, their JSON and yields.
 
-Rules, as the paper states them:
+What each round's item counts as (a CHOOSE caption chosen; a VERIFY-TRIPLE accepted by every one
+of at least two verifiers) is its task type's rule (:mod:`crisscross.tasktypes.choose`,
+:mod:`crisscross.tasktypes.verify_triple`); the paper had one chooser per pair, and with more the
+round's answer aggregator decides.  Here:
 
-* CHOOSE: the item's aggregated answer is the chosen caption; pairs answered "none of the above"
-  are discarded (counted in the facts).  The paper had one annotator per pair; with more raters
-  the round's answer aggregator decides.
-* VERIFY-TRIPLE: "we only accepted the corresponding BISON example if both annotators correctly
-  selected the target image": accepted when at least :data:`TRIPLE_VERIFIERS` raters judged it
-  and every one answered "target".
 * The verifiers must be *different* annotators from the one who chose the caption: a triple one
   of whose verifiers also chose its caption is refused (``verifier-was-chooser``).
 
@@ -23,8 +20,7 @@ captions are closer to the caption), as a score matrix ``crisscross evaluate`` r
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
@@ -37,9 +33,10 @@ from crisscross.core.ids import IMAGE_KIND, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.embed.sets import EmbeddingSet, unit_rows
-from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, TRIPLE_ANSWERS, TRIPLE_TARGET, VERIFY_TRIPLE
+from crisscross.formats.schema import numbered_rows_of
+from crisscross.tasktypes.choose import NONE
+from crisscross.tasktypes.verify_triple import VERIFIERS, VERIFY_TRIPLE
 
-TRIPLE_VERIFIERS = 2  # BISON §4.1: "Each verification trial was performed by two annotators"
 TRIPLES_SCHEMA = pa.schema(
     [
         ("bison_id", pa.int64()),
@@ -53,47 +50,6 @@ TRIPLES_SCHEMA = pa.schema(
         ("verifiers", pa.string()),  # ";"-joined
     ]
 )
-
-
-# --------------------------------------------------------------------------- the rounds
-
-
-def _chosen(frame: pd.DataFrame, long: pd.DataFrame) -> pd.Series:
-    return frame["agg_label"] != CHOOSE_NONE
-
-
-def _choose_facts(frame: pd.DataFrame, long: pd.DataFrame) -> dict[str, Any]:
-    none = int((frame["agg_label"] == CHOOSE_NONE).sum())
-    return {"chosen": int(len(frame) - none), "none_discarded": none}
-
-
-def _all_target(frame: pd.DataFrame, long: pd.DataFrame) -> pd.Series:
-    votes = long.assign(target=long["label"] == TRIPLE_TARGET).groupby("task")["target"].agg(["all", "size"])
-    accepted = votes["all"] & (votes["size"] >= TRIPLE_VERIFIERS)
-    return accepted.reindex(frame.index, fill_value=False).astype(bool)
-
-
-def _triple_facts(frame: pd.DataFrame, long: pd.DataFrame) -> dict[str, Any]:
-    answers = Counter(long["label"])
-    return {
-        "accepted": int(frame["positive"].sum()),
-        "too_few_verifiers": int((frame["n"] < TRIPLE_VERIFIERS).sum()),
-        "answers": {a: int(answers[a]) for a in TRIPLE_ANSWERS},
-    }
-
-
-@dataclass(frozen=True)
-class RoundRule:
-    """How a round of one BISON type turns its items (``frame``, indexed by item id, and the
-    long judgments ``long``) into positives and facts."""
-
-    positive: Callable[[pd.DataFrame, pd.DataFrame], pd.Series]
-    facts: Callable[[pd.DataFrame, pd.DataFrame], dict[str, Any]]
-
-
-# CHOOSE: positive when a caption was chosen, facts count the pairs discarded as "none";
-# VERIFY-TRIPLE: positive when at least TRIPLE_VERIFIERS answered and every one said "target".
-ROUND_RULES: dict[str, RoundRule] = {CHOOSE: RoundRule(_chosen, _choose_facts), VERIFY_TRIPLE: RoundRule(_all_target, _triple_facts)}
 
 
 # --------------------------------------------------------------------------- triples
@@ -117,21 +73,19 @@ def accepted_triples(
 ) -> tuple[list[Triple], dict[str, int], list[Rejected]]:
     """The VERIFY-TRIPLE round's accepted items as triples, counts of what was not accepted, and
     a ``Rejected`` for every triple refused (not accepted by the verifiers; verified by its chooser)."""
-    choosers = _workers(choose_judgments[choose_judgments["answer"] != CHOOSE_NONE], ["id_a", "id_b", "answer"])
+    choosers = _workers(choose_judgments[choose_judgments["answer"] != NONE], ["id_a", "id_b", "answer"])
     verifiers = _workers(triple_judgments, ["id_b", "id_a"])
     kept: list[Triple] = []
     counts = {"verified": 0, "accepted": 0, "not_accepted": 0, "verifier_was_chooser": 0}
     rejected: list[Rejected] = []
-    for n, row in enumerate(triples_rated, start=1):
-        if row["task_type"] != VERIFY_TRIPLE:
-            continue
+    for n, row in numbered_rows_of(triples_rated, VERIFY_TRIPLE.name):
         counts["verified"] += 1
         caption, decoy = row["id_a"], row["id_b"]
         target = image_of.get(caption, "")
         where = f"{source}:{n}"
         if not row["positive"]:
             counts["not_accepted"] += 1
-            detail = f"{row['n']} verifier(s), answer {row['agg_label']!r}: not every one of at least {TRIPLE_VERIFIERS} said target"
+            detail = f"{row['n']} verifier(s), answer {row['agg_label']!r}: not every one of at least {VERIFIERS} said target"
             rejected.append(reject("triple", row["item_id"], "not-accepted", detail, where, dict(row)))
             continue
         chose = choosers.get((target, decoy, caption), ())

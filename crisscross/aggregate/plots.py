@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, TASK_TYPES
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
+from crisscross.tasktypes import type_names
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a figure is drawn, not with the stage command
     from matplotlib.axes import Axes
@@ -101,7 +102,7 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
 
 def _panel_order(task_types: set[str]) -> list[str]:
     """Known task types in their canonical order, then any others alphabetically."""
-    return [t for t in TASK_TYPES if t in task_types] + sorted(task_types - set(TASK_TYPES))
+    return [t for t in type_names() if t in task_types] + sorted(task_types - set(type_names()))
 
 
 def _histograms(

@@ -32,10 +32,10 @@ from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.settings import setting
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
-from crisscross.formats.schema import VERIFY, VERIFY_POSITIVE
 from crisscross.scoring.metrics import PositiveRanks, kendall_tau_b, map_at_r, r_precision, ranks_of_positives
 from crisscross.scoring.models import MODEL_SPEC, SCORE_BLOCK_ELEMENTS, Gallery, Model
 from crisscross.scoring.truths import GroundTruth
+from crisscross.tasktypes.verify import VERIFY
 
 Pair = tuple[str, str]  # (image id, caption id)
 VERIFIED, ORIGINAL = "verified", "original"
@@ -69,9 +69,9 @@ def verified_pairs(rated: pa.Table | pd.DataFrame) -> pd.DataFrame:
     """(image_id, caption_id, positive) of the aggregate stage's VERIFY rows (``id_a`` image,
     ``id_b`` caption); ``positive`` from the column, else from ``agg_label`` ∈ {100% yes, partially yes}."""
     frame = rated.to_pandas() if isinstance(rated, pa.Table) else rated
-    frame = frame[frame["task_type"] == VERIFY]
+    frame = frame[frame["task_type"] == VERIFY.name]
     positive = frame["positive"] if "positive" in frame else pd.Series(pd.NA, index=frame.index)
-    from_label = frame["agg_label"].isin(VERIFY_POSITIVE)
+    from_label = frame["agg_label"].isin(VERIFY.positive_answers)
     decided = positive.where(positive.notna(), from_label).astype(bool)
     out = pd.DataFrame({"image_id": frame["id_a"].astype(str), "caption_id": frame["id_b"].astype(str), "positive": decided})
     return out.sort_values(["image_id", "caption_id"], kind="stable").reset_index(drop=True)

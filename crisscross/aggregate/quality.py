@@ -45,27 +45,11 @@ import pandas as pd
 
 from crisscross.aggregate.aggregators import sorted_codes, task_type_codes
 from crisscross.core.settings import setting, settings_from_params
-from crisscross.formats.schema import (
-    BISON_TYPES,
-    CHOOSE,
-    CHOOSE_NONE,
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    NOT_GOLD,
-    SCORE_MAX,
-    SCORE_MIN,
-    TRIPLE_ANSWERS,
-    TRIPLE_TARGET,
-    VERIFY,
-    VERIFY_ANSWERS,
-    VERIFY_POSITIVE,
-    VERIFY_TRIPLE,
-)
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, SCORE_MAX, SCORE_MIN
+from crisscross.tasktypes import task_type
 
 JUDGMENT_COLUMNS = ("item_id", "task_type", "worker", "score", "answer", "seconds")
 EXCLUDED_RATER = "excluded-rater"  # quarantine reason of an excluded rater's judgments
-VERIFY_VALUE = {answer: float(len(VERIFY_ANSWERS) - 1 - i) for i, answer in enumerate(VERIFY_ANSWERS)}
-VERIFY_NEGATIVE = frozenset(VERIFY_ANSWERS[2:])  # pass a negative gold
 CONSTANT_STD = 1e-9  # values whose spread is below this do not vary (no correlation)
 
 
@@ -103,10 +87,10 @@ class QualityRules:
 # --------------------------------------------------------------------------- inputs
 
 
-def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.ndarray, np.ndarray, np.ndarray]:
-    """Task type codes, their sorted names, which rows are VERIFY, which are BISON's, and the
-    value of every judgment: its score, a VERIFY answer as 3 ("100% yes") down to 0 ("100% no"),
-    a BISON answer as 1 (a caption chosen; "target") or 0."""
+def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.ndarray]:
+    """Task type codes, their sorted names, and the value of every judgment as its type counts it
+    (``TaskType.qc_values``: a score, a VERIFY answer as 3 ("100% yes") down to 0, a BISON answer
+    as 1 or 0); a judgment its type would not store is an error."""
     if not isinstance(judgments, pd.DataFrame):
         raise TypeError(f"judgments must be a pandas DataFrame, got {type(judgments).__name__}")
     missing = [c for c in JUDGMENT_COLUMNS if c not in judgments.columns]
@@ -117,32 +101,37 @@ def _check_judgments(judgments: pd.DataFrame) -> tuple[np.ndarray, pd.Index, np.
         if null.any():
             raise ValueError(f"{int(null.sum())} of {len(judgments)} judgments have no {column}")
     kind, kinds = task_type_codes(judgments["task_type"])
-    verify = kind == kinds.get_indexer([VERIFY])[0]
-    choose, triple = kind == kinds.get_indexer([CHOOSE])[0], kind == kinds.get_indexer([VERIFY_TRIPLE])[0]
-    bison = choose | triple
     score = judgments["score"].to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~verify & ~bison & ~((score >= SCORE_MIN) & (score <= SCORE_MAX))
-    if bad.any():
-        raise ValueError(
-            f"{int(bad.sum())} rating judgments have no score in [{SCORE_MIN:g}, {SCORE_MAX:g}], "
-            f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
+    value = np.full(len(judgments), np.nan)
+    for code, name in enumerate(kinds):
+        rows = kind == code
+        info = task_type(name)
+        answers = judgments["answer"][rows]
+        if info.scale is not None:
+            bad = ~((score[rows] >= info.scale.low) & (score[rows] <= info.scale.high))
+            wanted = f"no score in [{info.scale.low:g}, {info.scale.high:g}]"
+        else:
+            bad = ~answers.map(info.fits).to_numpy(dtype=bool)
+            wanted = f"an answer that is not {info.wanted}"
+        if bad.any():
+            raise ValueError(
+                f"{int(bad.sum())} {name} judgments have {wanted}, first at items {judgments['item_id'].to_numpy()[rows][bad][:3].tolist()}"
+            )
+        value[rows] = info.qc_values(score[rows], answers)
+    return kind, kinds, value
+
+
+def _gold_passed(
+    judgments: pd.DataFrame, kind: np.ndarray, kinds: pd.Index, value: np.ndarray, positive: bool, rules: QualityRules
+) -> np.ndarray:
+    """Whether each judgment would pass a positive (or a negative) gold item, by its type's rule."""
+    passed = np.zeros(len(judgments), dtype=bool)
+    for code, name in enumerate(kinds):
+        rows = kind == code
+        passed[rows] = task_type(name).passes_gold(
+            value[rows], judgments["answer"][rows], positive, rules.positive_min_score, rules.negative_max_score
         )
-    answers = judgments["answer"]
-    answer = answers.map(VERIFY_VALUE).to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = verify & np.isnan(answer)
-    if bad.any():
-        raise ValueError(
-            f"{int(bad.sum())} VERIFY judgments have no answer among {list(VERIFY_ANSWERS)}, "
-            f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
-        )
-    bad = (choose & answers.isna().to_numpy()) | (triple & ~answers.isin(TRIPLE_ANSWERS).to_numpy())
-    if bad.any():
-        raise ValueError(
-            f"{int(bad.sum())} BISON judgments have no answer (CHOOSE) or none among {list(TRIPLE_ANSWERS)} (VERIFY-TRIPLE), "
-            f"first at items {judgments['item_id'].to_numpy()[bad][:3].tolist()}"
-        )
-    bison_value = np.where(choose, (answers != CHOOSE_NONE).to_numpy(), (answers == TRIPLE_TARGET).to_numpy()).astype(np.float64)
-    return kind, kinds, verify, bison, np.where(verify, answer, np.where(bison, bison_value, score))
+    return passed
 
 
 def gold_items(gold: pd.DataFrame) -> pd.Series:
@@ -189,7 +178,7 @@ def rater_report(judgments: pd.DataFrame, gold: pd.DataFrame, rules: QualityRule
     rules = rules if isinstance(rules, QualityRules) else QualityRules.from_params(rules)
     if judgments.empty:  # a round nobody could judge (e.g. a text-only build's image tasks): no raters
         return pd.DataFrame({c: pd.Series(dtype=d) for c, d in RATER_COLUMNS.items()})
-    kind, kind_names, verify, bison, value = _check_judgments(judgments)
+    kind, kind_names, value = _check_judgments(judgments)
     gold_of = gold_items(gold)
     worker, workers = sorted_codes(judgments["worker"], "worker")
     group_key = worker * len(kind_names) + kind
@@ -202,13 +191,8 @@ def rater_report(judgments: pd.DataFrame, gold: pd.DataFrame, rules: QualityRule
     # Gold accuracy.
     label = judgments["item_id"].map(gold_of).to_numpy(dtype=object, na_value=NOT_GOLD)
     positive, negative = label == GOLD_POSITIVE, label == GOLD_NEGATIVE
-    answers = judgments["answer"].to_numpy(dtype=object)
-    passed_positive = np.where(
-        verify, pd.Series(answers).isin(VERIFY_POSITIVE).to_numpy(), np.where(bison, value == 1, value >= rules.positive_min_score)
-    )
-    passed_negative = np.where(
-        verify, pd.Series(answers).isin(VERIFY_NEGATIVE).to_numpy(), np.where(bison, value == 0, value <= rules.negative_max_score)
-    )
+    passed_positive = _gold_passed(judgments, kind, kind_names, value, True, rules)
+    passed_negative = _gold_passed(judgments, kind, kind_names, value, False, rules)
     is_gold = positive | negative
     gold_seen = np.bincount(group, weights=is_gold, minlength=size).astype(np.int64)
     gold_passed = np.bincount(group, weights=(positive & passed_positive) | (negative & passed_negative), minlength=size).astype(np.int64)
@@ -286,6 +270,11 @@ def _modal_share(group: np.ndarray, value: np.ndarray, n: np.ndarray) -> np.ndar
     return modal / n
 
 
+def _variation_rules(kind: str) -> bool:
+    """Whether straight-lining and the leave-one-out correlation may exclude a rater of ``kind``."""
+    return task_type(kind).variation_rules
+
+
 def _reasons(report: pd.DataFrame, rules: QualityRules) -> np.ndarray:
     """Every failed rule of every row, "; "-joined ("" when none fails)."""
     checks = [
@@ -298,7 +287,7 @@ def _reasons(report: pd.DataFrame, rules: QualityRules) -> np.ndarray:
         (
             (report["loo_items"] >= rules.min_judgments)
             & (report["loo_correlation"] < rules.min_loo_correlation)
-            & ~report["task_type"].isin(BISON_TYPES),
+            & report["task_type"].map(_variation_rules),
             lambda r: f"loo-correlation {r.loo_correlation:.2f} < {rules.min_loo_correlation:g} (over {r.loo_items} items)",
         ),
         (
@@ -308,7 +297,7 @@ def _reasons(report: pd.DataFrame, rules: QualityRules) -> np.ndarray:
         (
             (report["judgments"] >= rules.min_judgments)
             & (report["straightline_share"] > rules.max_straightline_share)
-            & ~report["task_type"].isin(BISON_TYPES),
+            & report["task_type"].map(_variation_rules),
             lambda r: f"straight-lining {r.straightline_share:.2f} of judgments on one value > {rules.max_straightline_share:g}",
         ),
     ]

@@ -40,7 +40,6 @@ from crisscross.aggregate.aggregators import (
     require_kind,
 )
 from crisscross.aggregate.agreement import krippendorff_alpha
-from crisscross.aggregate.bison import ROUND_RULES
 from crisscross.aggregate.quality import (
     QualityRules,
     rater_report,
@@ -49,16 +48,8 @@ from crisscross.aggregate.quality import (
 )
 from crisscross.core import io
 from crisscross.core.settings import setting
-from crisscross.formats.schema import (
-    JUDGMENTS_SCHEMA,
-    POSITIVE_THRESHOLDS,
-    SCORE_MAX,
-    SCORE_MIN,
-    TASK_TYPES,
-    VERIFY_POSITIVE,
-    task_type,
-    threshold_votes,
-)
+from crisscross.formats.schema import JUDGMENTS_SCHEMA, SCORE_MAX, SCORE_MIN, threshold_votes
+from crisscross.tasktypes import default_thresholds, rated_type_names, task_types
 
 KEPT_JUDGMENTS = "judgments_kept.parquet"  # the aggregate stage's judgments that rater quality control kept
 RATED_COLUMNS = (
@@ -81,9 +72,7 @@ RATED_COLUMNS = (
 class RoundSettings:
     rating_aggregator: str = "mean"
     answer_aggregator: str = "majority-vote"
-    thresholds: Mapping[str, float] | None = setting(
-        None, low=SCORE_MIN, high=SCORE_MAX, choices=tuple(POSITIVE_THRESHOLDS)
-    )  # per type, over the defaults
+    thresholds: Mapping[str, float] | None = setting(None, low=SCORE_MIN, high=SCORE_MAX, choices=rated_type_names)  # over each type's own
     rules: QualityRules = field(default_factory=QualityRules)
 
 
@@ -99,7 +88,7 @@ class RoundResult:
 def checked(settings: RoundSettings) -> tuple[dict[str, float], dict[str, Any], QualityRules]:
     """The settings made usable: thresholds over the CxC defaults, the two aggregators, the QC
     rules; a ``ValueError`` (or an unknown name) says what is wrong before any work is done."""
-    thresholds = {**POSITIVE_THRESHOLDS, **(settings.thresholds or {})}
+    thresholds = {**default_thresholds(), **(settings.thresholds or {})}
     aggregators = {RATINGS: AGGREGATORS.create(settings.rating_aggregator), CATEGORICAL: AGGREGATORS.create(settings.answer_aggregator)}
     require_kind(aggregators[RATINGS], RATINGS)
     require_kind(aggregators[CATEGORICAL], CATEGORICAL)
@@ -119,29 +108,24 @@ def aggregate_round(judgments: pd.DataFrame, tasks: pd.DataFrame, settings: Roun
     simulated = kept.groupby("item_id")["simulated"].any()
 
     frames, facts = [], {}
-    for kind in TASK_TYPES:
-        long = long_frame(kept, kind)
+    for info in task_types():
+        long = long_frame(kept, info.name)
         if long.empty:
             continue
-        info = task_type(kind)
-        aggregator = aggregators[RATINGS if info.rated else CATEGORICAL].fit(long)
+        aggregator = aggregators[info.aggregates].fit(long)
         stats = aggregator.stats_ if info.rated else pd.DataFrame({"n": long.groupby("task").size(), "mean": np.nan, "std": np.nan})
         frame = stats.rename_axis("item_id").join(items[["task_type", "id_a", "id_b", "sampling_method"]], how="left")
         if info.rated:
             frame["agg_score"] = aggregator.scores_.round(6)
             frame["agg_label"] = None
-            frame["positive"] = frame["agg_score"] >= thresholds[kind]
         else:
             frame["agg_score"] = np.nan
             frame["agg_label"] = aggregator.labels_
-            rule = ROUND_RULES.get(kind)
-            frame["positive"] = rule.positive(frame, long) if rule else frame["agg_label"].isin(VERIFY_POSITIVE)
+        frame["positive"] = info.positive(frame, long, thresholds.get(info.name))
         frame["simulated"] = simulated.reindex(frame.index).fillna(False).astype(bool)
         frames.append(frame.reset_index(names="item_id"))
-        level = "interval" if info.rated else "nominal" if kind in ROUND_RULES else "ordinal"
-        facts[kind] = _facts(long, frame, thresholds.get(kind), info.rated, level)
-        if kind in ROUND_RULES:
-            facts[kind].update(ROUND_RULES[kind].facts(frame, long))
+        facts[info.name] = _facts(long, frame, thresholds.get(info.name), info.rated, info.alpha_level)
+        facts[info.name].update(info.round_facts(frame, long))
     rated = pd.concat(frames, ignore_index=True)[list(RATED_COLUMNS)] if frames else pd.DataFrame(columns=list(RATED_COLUMNS))
     rated = rated.sort_values(["task_type", "item_id"], kind="stable").reset_index(drop=True)
     return RoundResult(rated, kept.reset_index(drop=True), excluded.reset_index(drop=True), raters, facts)

@@ -28,22 +28,13 @@ from xml.sax.saxutils import quoteattr
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.instructions import INSTRUCTIONS, VERIFY_MEANINGS
-from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.core.errors import UserError
 from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.core.io import csv_bytes
 from crisscross.core.registry import Registry
-from crisscross.formats.schema import (
-    BISON_TYPES,
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SCORE_MAX,
-    SCORE_MIN,
-    TASK_TYPES,
-    VERIFY_ANSWERS,
-    task_type,
-)
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
+from crisscross.tasktypes import task_type, task_types
+from crisscross.tasktypes.base import side_field
 
 ANSWER_KEY = "answer_key.csv"
 SCORE_CONTROL = "score"  # Label Studio control names; the reader looks for these in results
@@ -88,13 +79,13 @@ def _side(value: str, catalog: Catalog, answer: str = "") -> Side:
 
 def _options(row: dict[str, Any], catalog: Catalog, seed: int) -> tuple[Side, ...]:
     """The options of an item as its type presents them (see :class:`BatchItem`)."""
-    options = PRESENTATIONS[row["task_type"]].options(row["item_id"], row["id_a"], row["id_b"], catalog, seed)
+    options = task_type(row["task_type"]).options(row["item_id"], row["id_a"], row["id_b"], catalog, seed)
     return tuple(_side(option.shows, catalog, option.answer) for option in options)
 
 
 def _shown(row: dict[str, Any], catalog: Catalog) -> tuple[str, ...]:
     """Every id a task row shows raters (a VERIFY-TRIPLE's target image too)."""
-    return PRESENTATIONS[row["task_type"]].shown(row["id_a"], row["id_b"], catalog)
+    return task_type(row["task_type"]).shown(row["id_a"], row["id_b"], catalog)
 
 
 def batches(tasks: pa.Table, catalog: Catalog, seed: int = 0) -> list[Batch]:
@@ -162,7 +153,7 @@ class JsonlTasks(TaskFormat):
                 {
                     "batch_id": b.batch_id,
                     "task_type": b.task_type,
-                    "instructions": INSTRUCTIONS[b.task_type],
+                    "instructions": task_type(b.task_type).instructions,
                     "replicas": replicas,
                     "items": [
                         {
@@ -207,11 +198,11 @@ class CrowdCsvTasks(TaskFormat):
 
     def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
         files = {}
-        for kind in TASK_TYPES:
-            of_kind = [b for b in batches if b.task_type == kind]
+        for kind in task_types():
+            of_kind = [b for b in batches if b.task_type == kind.name]
             if not of_kind:
                 continue
-            fields = tuple("text" if k == CAPTION_KIND else "image" for k in task_type(kind).kinds)
+            fields = tuple(side_field(k) for k in kind.kinds)
             width = max(len(b.items) for b in of_kind)
             n_options = max(len(i.options) for b in of_kind for i in b.items)
             option_field = next((o.field for b in of_kind for i in b.items for o in i.options), "image")  # captions or images
@@ -228,8 +219,8 @@ class CrowdCsvTasks(TaskFormat):
                     options = [[html_text(o.value), o.answer] for o in i.options]
                     cells += [cell for pair in options + [["", ""]] * (n_options - len(options)) for cell in pair]
                 rows.append(cells + [""] * (len(header) - len(cells)))
-            files[f"{kind.lower()}.csv"] = csv_bytes(header, rows)
-            files[f"{kind.lower()}.instructions.txt"] = (INSTRUCTIONS[kind] + "\n").encode()
+            files[f"{kind.prefix}.csv"] = csv_bytes(header, rows)
+            files[f"{kind.prefix}.instructions.txt"] = (kind.instructions + "\n").encode()
         return files
 
 
@@ -253,16 +244,18 @@ class LabelStudioTasks(TaskFormat):
     (escaping would show raters ``&lt;``) and ``<Image>`` takes its value as a URL.  Do not
     switch the config to ``<HyperText>``, which renders its value as HTML.
 
-    BISON batches are refused (:class:`ExportError`): a Label Studio choice is a fixed label or
-    rendered HTML, so it can neither name a per-item caption id nor show caption text safely.
+    Types whose items bring their own options (BISON's) are refused (:class:`ExportError`): a
+    Label Studio choice is a fixed label or rendered HTML, so it can neither name a per-item caption
+    id nor show caption text safely.
     """
 
     def write(self, batches: Sequence[Batch], replicas: int) -> dict[str, bytes]:
-        bison = sorted({b.task_type for b in batches if b.task_type in BISON_TYPES})
-        if bison:
-            raise ExportError(f"label-studio cannot show {', '.join(bison)} items; export them as jsonl or crowd-csv (tasks.formats)")
+        present = [kind for kind in task_types() if any(b.task_type == kind.name for b in batches)]
+        own_options = [kind.name for kind in present if kind.scale is None and kind.batch_answers() is None]
+        if own_options:
+            raise ExportError(f"label-studio cannot show {', '.join(own_options)} items; export them as jsonl or crowd-csv (tasks.formats)")
         files = {}
-        for kind in TASK_TYPES:
+        for kind in present:
             tasks = [
                 {
                     "data": {
@@ -276,12 +269,11 @@ class LabelStudioTasks(TaskFormat):
                     }
                 }
                 for b in batches
-                if b.task_type == kind
+                if b.task_type == kind.name
                 for i in b.items
             ]
-            if tasks:
-                files[f"{kind.lower()}/tasks.json"] = (json.dumps(tasks, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
-                files[f"{kind.lower()}/config.xml"] = label_studio_config(kind).encode()
+            files[f"{kind.prefix}/tasks.json"] = (json.dumps(tasks, sort_keys=True, ensure_ascii=False, indent=1) + "\n").encode()
+            files[f"{kind.prefix}/config.xml"] = label_studio_config(kind.name).encode()
         return files
 
 
@@ -290,13 +282,14 @@ def label_studio_config(kind: str) -> str:
     info = task_type(kind)
     objects = []
     for side, id_kind in zip("ab", info.kinds, strict=True):
-        tag, field = ("Text", "text") if id_kind == CAPTION_KIND else ("Image", "image")
-        objects.append(f"  <{tag} name={quoteattr(f'{field}_{side}')} value={quoteattr(f'${field}_{side}')}/>")
-    target = "text_a" if info.kinds[0] == CAPTION_KIND else "image_a"
-    if info.rated:
-        control = f'  <Number name="{SCORE_CONTROL}" toName="{target}" min="{SCORE_MIN:g}" max="{SCORE_MAX:g}" step="0.1" required="true"/>'
+        field = side_field(id_kind)
+        objects.append(f"  <{field.capitalize()} name={quoteattr(f'{field}_{side}')} value={quoteattr(f'${field}_{side}')}/>")
+    target = f"{side_field(info.kinds[0])}_a"
+    if info.scale is not None:
+        low, high = info.scale.low, info.scale.high
+        control = f'  <Number name="{SCORE_CONTROL}" toName="{target}" min="{low:g}" max="{high:g}" step="0.1" required="true"/>'
     else:
-        choices = "\n".join(f"    <Choice value={quoteattr(a)} hint={quoteattr(VERIFY_MEANINGS[a])}/>" for a in VERIFY_ANSWERS)
+        choices = "\n".join(f"    <Choice value={quoteattr(a)} hint={quoteattr(info.meanings[a])}/>" for a in info.answers)
         control = f'  <Choices name="{ANSWER_CONTROL}" toName="{target}" choice="single" required="true">\n{choices}\n  </Choices>'
-    instructions = f'  <View style="white-space: pre-wrap">\n    <Header size="5" value={quoteattr(INSTRUCTIONS[kind])}/>\n  </View>'
+    instructions = f'  <View style="white-space: pre-wrap">\n    <Header size="5" value={quoteattr(info.instructions)}/>\n  </View>'
     return "\n".join(["<View>", instructions, *objects, control, "</View>", ""])

@@ -31,15 +31,13 @@ from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
 from crisscross.formats.schema import (
     JUDGMENTS_SCHEMA,
     NOT_GOLD,
-    POSITIVE_THRESHOLDS,
-    RATING_TYPES,
     SOURCE_REPLAY,
-    TASK_TYPES,
     TASKS_SCHEMA,
     item_id,
     ordered_pair,
     threshold_votes,
 )
+from crisscross.tasktypes import task_type, type_names
 
 TableLike = pa.Table | pd.DataFrame
 
@@ -77,10 +75,10 @@ def _pair_keys(frame: pd.DataFrame, what: str) -> list[str]:
     nulls = {c: int(n) for c in ("task_type", "id_a", "id_b") if (n := frame[c].isna().sum())}
     if nulls:
         raise ValueError(f"{what} has null values (column: rows) {nulls}")
-    unknown = frame.loc[~frame["task_type"].isin(TASK_TYPES), "task_type"]
+    unknown = frame.loc[~frame["task_type"].isin(type_names()), "task_type"]
     if len(unknown):
         raise ValueError(
-            f"{what} has {len(unknown)} rows of unknown task types {sorted(map(str, set(unknown)))}; known: {', '.join(TASK_TYPES)}"
+            f"{what} has {len(unknown)} rows of unknown task types {sorted(map(str, set(unknown)))}; known: {', '.join(type_names())}"
         )
     return [item_id(t, a, b) for t, a, b in zip(frame["task_type"], frame["id_a"], frame["id_b"], strict=True)]
 
@@ -260,9 +258,9 @@ def repeats_report(judgments: TableLike) -> dict[str, dict[str, int]]:
         "repeated_items": {},
         "straddling_items": {},
     }
-    for task in RATING_TYPES:
+    for task in CXC_FILES:
         rows = frame[frame["task_type"] == task]
-        votes = threshold_votes(rows["item_id"], rows["score"], POSITIVE_THRESHOLDS[task])
+        votes = threshold_votes(rows["item_id"], rows["score"], task_type(task).scale.threshold)
         report["rows"][task] = len(rows)
         report["items"][task] = len(votes)
         report["repeated_items"][task] = int((votes["size"] > 1).sum())

@@ -4,11 +4,10 @@
 ``simulate`` judgment source (:data:`crisscross.annotate.sources.JUDGMENT_SOURCES`): a seeded panel
 (:class:`Simulate`, :class:`Panel`) whose raters perceive each pair through a reference encoder's
 cosines (:class:`Reference`) plus their bias and noise, with careless and straight-lining raters
-among them.  BISON's CHOOSE and VERIFY-TRIPLE need the captions of each image (``items``: the
-ingest output).  It returns :class:`~crisscross.annotate.providers.Provided` like the replay.
-
-Its length is the panel's model of a rater (bias, noise, careless and straight-lining raters,
-times) for every task type, BISON's two included; its parameters are a settings class (``annotate.simulate``).
+among them.  How a rater turns what it perceives into a stored judgment is each task type's own
+(``TaskType.simulated_answers``, or ``seen`` and ``seen_answers`` for the types whose raters weigh
+captions against two images, which need the captions of each image: ``items``, the ingest output).
+It returns :class:`~crisscross.annotate.providers.Provided` like the replay.
 """
 
 from __future__ import annotations
@@ -25,52 +24,16 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog, load_catalog
-from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.annotate.providers import Provided, TableLike, judgments_table, tasks_frame, unjudged_table
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
-from crisscross.formats.schema import (
-    BISON_TYPES,
-    CHOOSE,
-    CHOOSE_NONE,
-    SCORE_MAX,
-    SCORE_MIN,
-    SIS,
-    SITS,
-    SOURCE_SIMULATED,
-    STS,
-    TASK_TYPE_INFO,
-    TASK_TYPES,
-    TRIPLE_ANSWERS,
-    TRIPLE_DECOY,
-    TRIPLE_TARGET,
-    VERIFY,
-    VERIFY_ANSWERS,
-    VERIFY_TRIPLE,
-)
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SOURCE_SIMULATED
+from crisscross.tasktypes import task_type, task_types, type_names
+from crisscross.tasktypes.base import RaterDraws, cosine_to_score
 
-# Cosine anchors (score 0, score 5) per task type, for use-m3: STS roughly follows CxC Table 1
-# (USE 0.11 ≈ STS 0.2, 0.99 ≈ 5); SIS compares co-caption means, whose cosines sit higher.  On the demo, use-m3
-# gives co-caption STS pairs a median cosine of 0.56 and captions vs their own image 0.81.
-# Other encoders need their own anchors (bow-glove50 cosines mostly lie in 0.8–1.0).
-# BISON: CHOOSE maps a caption's *margin* (cosine to the target's mean minus cosine to the
-# decoy's) to 0–5, since target and decoy are nearest neighbours and both cosines are high (on the
-# demo under use-m3, a target's best caption beats its bow-glove50 decoy by a median 0.47, and
-# 90% of targets by at least 0.16); VERIFY-TRIPLE maps the caption's cosine to the target's mean, like SITS.
-DEFAULT_ANCHORS = {
-    STS: (0.1, 0.9),
-    SIS: (0.15, 0.85),
-    SITS: (0.1, 0.85),
-    VERIFY: (0.1, 0.85),
-    CHOOSE: (-0.05, 0.35),
-    VERIFY_TRIPLE: (0.1, 0.85),
-}
-# Mean seconds per item: CxC appendix (37 s STS, 17 s SIS and SITS); VERIFY is a four-way choice;
-# CHOOSE means reading five captions against two images, VERIFY-TRIPLE one caption.
-DEFAULT_SECONDS_MEAN = {STS: 37.0, SIS: 17.0, SITS: 17.0, VERIFY: 10.0, CHOOSE: 30.0, VERIFY_TRIPLE: 10.0}
 DEFAULT_PANEL = "sim"  # worker ids sim-0000 …
 SCORE_DECIMALS = 2  # a slider reading like CxC's 2.87 (its appendix)
 SECONDS_DECIMALS = 1
@@ -107,9 +70,9 @@ class SimulateParams:
     noise_sd: float = setting(0.6, low=0.0)
     careless_share: float = setting(0.1, low=0.0, high=1.0)
     straightline_share: float = setting(0.5, low=0.0, high=1.0)
-    anchors: Mapping[str, tuple[float, float]] = setting(dict(DEFAULT_ANCHORS), choices=TASK_TYPES)  # types given replace the defaults'
+    anchors: Mapping[str, tuple[float, float]] = setting({}, choices=type_names)  # over each type's own (TaskType.anchors)
     verify_cuts: tuple[float, float, float] = (3.5, 2.5, 1.0)
-    seconds_mean: Mapping[str, float] = setting(dict(DEFAULT_SECONDS_MEAN), low=0.0, open_range=True, choices=TASK_TYPES)  # likewise
+    seconds_mean: Mapping[str, float] = setting({}, low=0.0, open_range=True, choices=type_names)  # over TaskType.seconds_mean
     seconds_sigma: float = setting(0.5, low=0.0)
     careless_seconds_mean: float = setting(3.0, low=0.0, open_range=True)
     choose_cut: float = 2.5
@@ -119,8 +82,8 @@ class SimulateParams:
     def __post_init__(self) -> None:
         """Per-type values over the defaults, and the rules across fields (types and ranges are the
         fields' own, checked by :func:`~crisscross.core.settings.settings_from_params`)."""
-        object.__setattr__(self, "anchors", {**DEFAULT_ANCHORS, **self.anchors})
-        object.__setattr__(self, "seconds_mean", {**DEFAULT_SECONDS_MEAN, **self.seconds_mean})
+        object.__setattr__(self, "anchors", {**{t.name: t.anchors for t in task_types()}, **self.anchors})
+        object.__setattr__(self, "seconds_mean", {**{t.name: t.seconds_mean for t in task_types()}, **self.seconds_mean})
         object.__setattr__(self, "panel_name", self.panel_name.strip())
         problems = []
         if not self.panel_name:
@@ -137,11 +100,6 @@ class SimulateParams:
     def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:
         """Defaults overridden by ``params``, every value checked and named by its key."""
         return settings_from_params(cls, params or {}, "simulate", "")
-
-
-def cosine_to_score(cosine: np.ndarray, low: float | np.ndarray, high: float | np.ndarray) -> np.ndarray:
-    """Linear from ``low`` (score 0) to ``high`` (score 5), clipped: monotone, so rankings survive."""
-    return SCORE_MAX * np.clip((np.asarray(cosine, np.float64) - low) / (high - low), 0.0, 1.0)
 
 
 class _UnitRows:
@@ -206,7 +164,7 @@ class Reference:
         """
         sides = []
         for column, side in (("id_a", 0), ("id_b", 1)):
-            kinds = np.asarray([TASK_TYPE_INFO[t].kinds[side] for t in frame["task_type"]], dtype=object)
+            kinds = np.asarray([task_type(t).kinds[side] for t in frame["task_type"]], dtype=object)
             ids = frame[column].to_numpy(dtype=object)
             vectors = np.full((len(frame), self._sets[CAPTION_KIND].vectors.shape[1]), np.nan)
             why = np.full(len(frame), "", dtype=object)
@@ -218,64 +176,6 @@ class Reference:
         (a, why_a), (b, why_b) = sides
         details = ["; ".join(w for w in pair if w) for pair in zip(why_a, why_b, strict=True)]
         return np.einsum("ij,ij->i", a, b), details
-
-
-@dataclass(frozen=True)
-class Seen:
-    """What a BISON rater weighs: captions, each scored against the target image and the decoy."""
-
-    captions: tuple[str, ...]
-    target: str
-    decoy: str
-
-
-@dataclass(frozen=True)
-class _ItemDraws:
-    """One item's draws per rater: a careless pick, the rater's bias and constant, a normal and a uniform."""
-
-    pick: np.ndarray
-    bias: np.ndarray
-    constant: np.ndarray
-    normal: np.ndarray
-    unit: np.ndarray
-
-
-Answers = tuple[np.ndarray, np.ndarray, np.ndarray]  # attentive, careless, straight-lining
-
-
-class ChooseRater:
-    """CHOOSE: the best caption by noisy margin among those the page shows, or ``none`` below ``choose_cut``."""
-
-    def seen(self, item_id: str, id_a: str, id_b: str, catalog: Catalog, seed: int) -> Seen:
-        options = PRESENTATIONS[CHOOSE].options(item_id, id_a, id_b, catalog, seed)
-        return Seen(tuple(option.answer for option in options), id_a, id_b)
-
-    def answers(self, seen: Seen, perceived: np.ndarray, to_target: np.ndarray, draws: _ItemDraws, p: SimulateParams) -> Answers:
-        options = np.asarray(seen.captions, dtype=object)
-        attentive = np.where(perceived.max(axis=1) >= p.choose_cut, options[perceived.argmax(axis=1)], CHOOSE_NONE)
-        sloppy = np.asarray([*seen.captions, CHOOSE_NONE], dtype=object)[draws.pick]
-        lined = np.where(draws.constant >= p.choose_cut, seen.captions[0], CHOOSE_NONE)
-        return attentive, sloppy, lined
-
-
-class TripleRater:
-    """VERIFY-TRIPLE: does the caption fit its image (``triple_cut``), and tell it from the decoy (``choose_cut``)."""
-
-    def seen(self, item_id: str, id_a: str, id_b: str, catalog: Catalog, seed: int) -> Seen:
-        caption, decoy, target = PRESENTATIONS[VERIFY_TRIPLE].shown(id_a, id_b, catalog)
-        return Seen((caption,), target, decoy)
-
-    def answers(self, seen: Seen, perceived: np.ndarray, to_target: np.ndarray, draws: _ItemDraws, p: SimulateParams) -> Answers:
-        fits_low, fits_high = p.anchors[VERIFY_TRIPLE]
-        fit = cosine_to_score(to_target[0], fits_low, fits_high) + draws.bias + p.noise_sd * draws.normal
-        apart = perceived[:, 0] >= p.choose_cut
-        attentive = np.where(fit >= p.triple_cut, np.where(apart, TRIPLE_TARGET, "both"), np.where(apart, "neither", TRIPLE_DECOY))
-        sloppy = np.asarray(TRIPLE_ANSWERS, dtype=object)[(draws.unit * len(TRIPLE_ANSWERS)).astype(np.int64)]
-        lined = np.where(draws.constant >= p.triple_cut, TRIPLE_TARGET, "neither")
-        return attentive, sloppy, lined
-
-
-BISON_RATERS: dict[str, ChooseRater | TripleRater] = {CHOOSE: ChooseRater(), VERIFY_TRIPLE: TripleRater()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -342,7 +242,8 @@ class Simulate:
 
     def __call__(self, tasks: TableLike) -> Provided:
         frame = tasks_frame(tasks)
-        is_bison = frame["task_type"].isin(BISON_TYPES).to_numpy()
+        from_pairs = {t.name: t.simulated_from_pairs for t in task_types()}
+        is_bison = ~frame["task_type"].map(from_pairs).fillna(True).to_numpy(dtype=bool)
         regular, bison = frame[~is_bison], frame[is_bison]
         latent, details = self._latent(regular)
         missing = np.isnan(latent)
@@ -377,19 +278,19 @@ class Simulate:
         return np.round(mean_seconds * np.exp(p.seconds_sigma * normal - p.seconds_sigma**2 / 2), SECONDS_DECIMALS)
 
     def _judge_bison(self, rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
-        """CHOOSE and VERIFY-TRIPLE judgments (see :class:`SimulateParams`; each type's rule in
-        :data:`BISON_RATERS`), the rows that lack a vector (or captions) and why."""
+        """Judgments of the types whose raters weigh captions against two images (BISON's; see
+        :class:`SimulateParams`, each type's ``seen_answers``), the rows that lack a vector (or captions) and why."""
         if self.catalog is None:
-            raise InputError("simulate: CHOOSE and VERIFY-TRIPLE tasks need the captions table: give annotate --items (the ingest output)")
+            kinds = ", ".join(sorted(set(rows["task_type"])))
+            raise InputError(f"simulate: {kinds} tasks need the captions table: give annotate --items (the ingest output)")
         p, panel = self.params, self.panel
         raters, normal, unit = self._raters(rows)
         careless, straight = panel.careless[raters], panel.straightline[raters]
         answers = np.empty(raters.shape, dtype=object)
         lacking = np.zeros(len(rows), dtype=bool)
         why = []
-        low, high = p.anchors[CHOOSE]
         for i, row in enumerate(rows.itertuples(index=False)):
-            rater = BISON_RATERS[row.task_type]
+            rater = task_type(row.task_type)
             seen = rater.seen(row.item_id, row.id_a, row.id_b, self.catalog, self.seed)
             n = len(seen.captions)
             to_target, problem_t = self.reference.pair_cosines((CAPTION_KIND, IMAGE_KIND), list(seen.captions), [seen.target] * n)
@@ -400,17 +301,14 @@ class Simulate:
                 continue
             rng = generator(self.seed, "bison", row.batch_id, row.item_id)
             noise = p.noise_sd * rng.standard_normal((raters.shape[1], n))
-            perceived = (
-                cosine_to_score(to_target - to_decoy, low, high)[None, :] + panel.bias[raters[i]][:, None] + noise
-            )  # raters × captions
-            draws = _ItemDraws(
+            draws = RaterDraws(
                 pick=rng.integers(n + 1, size=raters.shape[1]),
                 bias=panel.bias[raters[i]],
                 constant=panel.constant[raters[i]],
                 normal=normal[0, i],
                 unit=unit[i],
             )
-            attentive, sloppy, lined = rater.answers(seen, perceived, to_target, draws, p)
+            attentive, sloppy, lined = rater.seen_answers(seen, to_target - to_decoy, to_target, draws, noise, p)
             answers[i] = np.where(careless[i], np.where(straight[i], lined, sloppy), attentive)
         kept = ~lacking
         r = raters.shape[1]
@@ -440,16 +338,19 @@ class Simulate:
         careless = panel.careless[raters]
         score = np.where(careless, np.where(panel.straightline[raters], panel.constant[raters], uniform), attentive)
         score = np.round(score, SCORE_DECIMALS)
-        answer = np.asarray(VERIFY_ANSWERS, dtype=object)[(score[..., None] < np.asarray(p.verify_cuts)).sum(axis=-1)]
-        is_verify = np.repeat((rows["task_type"] == VERIFY).to_numpy()[:, None], r, axis=1)
+        stored_score, stored_answer = np.empty(score.shape), np.empty(score.shape, dtype=object)
+        kinds = rows["task_type"].to_numpy(dtype=object)
+        for kind in pd.unique(kinds):
+            of_kind = kinds == kind
+            stored_score[of_kind], stored_answer[of_kind] = task_type(kind).simulated_answers(score[of_kind], p.verify_cuts)
         seconds = self._seconds(rows, careless, normal[1])
         repeated = {c: np.repeat(rows[c].to_numpy(dtype=object), r) for c in ("item_id", "task_type", "id_a", "id_b", "batch_id")}
         return pd.DataFrame(
             {
                 **repeated,
                 "worker": np.asarray(panel.workers, dtype=object)[raters].ravel(),
-                "score": np.where(is_verify, np.nan, score).ravel(),
-                "answer": np.where(is_verify, answer, None).ravel(),
+                "score": stored_score.ravel(),
+                "answer": stored_answer.ravel(),
                 "seconds": seconds.ravel(),
                 "time": None,
                 "source": SOURCE_SIMULATED,

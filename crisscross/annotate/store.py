@@ -47,7 +47,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from crisscross.core.errors import InputError, UserError
-from crisscross.formats.schema import DEFAULT_RULES, GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASK_TYPES, JudgmentRules
+from crisscross.formats.schema import DEFAULT_RULES, GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, JudgmentRules
+from crisscross.tasktypes import type_names
 
 SCHEMA_VERSION = "2"
 UPGRADES = {"1": "2"}  # schema 2 adds the sessions table, which init() creates
@@ -561,7 +562,7 @@ class Store:
                 ).fetchall()
             }
         out = []
-        for kind in TASK_TYPES:
+        for kind in type_names():
             of_kind = [(done, held, shut) for k, _, done, held, shut in batches if k == kind]
             if not of_kind:
                 continue

@@ -33,39 +33,21 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.presentation import PRESENTATIONS
 from crisscross.core import io
 from crisscross.core.errors import UserError
-from crisscross.core.ids import CAPTION_KIND, IdFormError, split_id
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir, unit_rows
-from crisscross.formats.schema import (
-    BISON_TYPES,
-    CHOOSE,
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    NOT_GOLD,
-    SIS,
-    SITS,
-    STS,
-    TASK_TYPES,
-    TASKS_SCHEMA,
-    VERIFY,
-    VERIFY_TRIPLE,
-    item_id,
-    item_ids,
-    ordered_pair,
-    task_type,
-)
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id, item_ids, ordered_pair
+from crisscross.tasktypes import task_type, task_types, type_names
+from crisscross.tasktypes.verify import VERIFY
 
 # ---------------------------------------------------------------------------- items
 
 SAMPLING_GOLD = "gold"
-# CxC method names begin with the modalities of the pair; the prefix decides the task type.
-METHOD_PREFIX_TASK_TYPE: dict[str, str] = {"c2c_": STS, "i2i_": SIS, "c2i_": SITS, "bison_decoy": CHOOSE, "bison_chosen": VERIFY_TRIPLE}
 VERIFY_METHOD = "retrieved"  # default sampling_method of VERIFY pairs (ECCV: model top-5 lists)
 ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", "position")])
 
@@ -100,7 +82,7 @@ def verify_items(
     """VERIFY items from (``image_id``, ``caption_id``) rows; a ``method`` column, when present,
     overrides the ``method`` argument per row."""
     rows = (
-        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY, row.get("image_id"), row.get("caption_id"))
+        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"))
         for n, row in enumerate(pairs.to_pylist(), start=1)
     )
     return _items(rows, catalog)
@@ -127,7 +109,8 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
             continue
         formed_gold.setdefault(batch, set()).add(gold)
         made = _item(
-            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY, row.get("image_id"), row.get("caption_id")), catalog
+            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id")),
+            catalog,
         )
         if isinstance(made, tuple):
             reason, detail, key = made
@@ -155,7 +138,9 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
 
 
 def _method_task_type(method: object) -> str | None:
-    return next((kind for prefix, kind in METHOD_PREFIX_TASK_TYPE.items() if str(method).startswith(prefix)), None)
+    """The type whose ``methods`` prefix the candidate's sampling method starts with (CxC method
+    names begin with the modalities of the pair: ``c2c_`` → STS)."""
+    return next((kind.name for kind in task_types() for prefix in kind.methods if str(method).startswith(prefix)), None)
 
 
 def _items(pairs: Iterable[_Pair], catalog: Catalog) -> tuple[pa.Table, list[Rejected]]:
@@ -191,7 +176,7 @@ def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str
     if missing:
         return "missing-field", f"no {', '.join(missing)}", key
     if pair.kind is None:
-        known = ", ".join(f"{p}*" for p in METHOD_PREFIX_TASK_TYPE)
+        known = ", ".join(f"{p}*" for kind in task_types() for p in kind.methods)
         return "unknown-method", f"method {pair.method!r} maps to no task type (known: {known})", key
     try:
         kinds = (split_id(str(pair.first))[1], split_id(str(pair.second))[1])
@@ -209,7 +194,7 @@ def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str
         problem = catalog.problem(value)
         if problem:
             return (*problem, key)
-    unshowable = PRESENTATIONS[pair.kind].unshowable(ids[0], ids[1], catalog)
+    unshowable = info.unshowable(ids[0], ids[1], catalog)
     if unshowable:
         return (*unshowable, key)
     return _row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)
@@ -250,7 +235,7 @@ class TaskParams:
     gold_image_encoders: tuple[str, ...] = DEFAULT_IMAGE_ENCODERS
     formats: tuple[str, ...] = ("jsonl", "crowd-csv", "label-studio")  # export folders
     items_per_type: Mapping[str, int] = setting(
-        {}, low=1, choices=TASK_TYPES
+        {}, low=1, choices=type_names
     )  # a plan's item counts (``tasks --plan``): a seeded sample per type
 
 
@@ -267,16 +252,20 @@ def gold_spaces(embeddings: str, text_encoders: Sequence[str], image_encoders: S
             )
         return EmbeddingSet.read(directory)
 
-    spaces: dict[str, list[Space]] = {STS: [], SIS: [], SITS: [], VERIFY: []}
+    rows = {CAPTION_KIND: CAPTIONS, IMAGE_KIND: COCAPTION_MEAN}  # a text encoder sees an image as its captions' mean
+    spaces: dict[str, list[Space]] = {kind.name: [] for kind in task_types() if kind.plants_gold}
     for spec in text_encoders:
-        captions, means = read("text", spec, CAPTIONS), read("text", spec, COCAPTION_MEAN)
-        spaces[STS].append(Space(f"text/{spec}", captions, captions))
-        spaces[SIS].append(Space(f"text/{spec}/cocaption_mean", means, means))
-        spaces[SITS].append(Space(f"text/{spec}", captions, means))
-        spaces[VERIFY].append(Space(f"text/{spec}", means, captions))
+        sets = {rows_of: read("text", spec, rows_of) for rows_of in rows.values()}
+        for kind in task_types():
+            if kind.plants_gold:
+                both_images = kind.kinds == (IMAGE_KIND, IMAGE_KIND)
+                name = f"text/{spec}/{COCAPTION_MEAN}" if both_images else f"text/{spec}"
+                spaces[kind.name].append(Space(name, sets[rows[kind.kinds[0]]], sets[rows[kind.kinds[1]]]))
     for spec in image_encoders:
         images = read("image", spec, IMAGES)
-        spaces[SIS].append(Space(f"image/{spec}", images, images))
+        for kind in task_types():
+            if kind.plants_gold and kind.kinds == (IMAGE_KIND, IMAGE_KIND):
+                spaces[kind.name].append(Space(f"image/{spec}", images, images))
     return spaces
 
 
@@ -446,7 +435,7 @@ def make_batches(items: pa.Table, gold: pa.Table, batch_size: int, gold_per_batc
     regular, golden = items.to_pylist(), gold.to_pylist()
     _check_unique(regular, golden)
     rows: list[dict[str, Any]] = []
-    for kind in TASK_TYPES:
+    for kind in type_names():
         of_kind = sorted((r for r in regular if r["task_type"] == kind), key=lambda r: r["item_id"])
         if not of_kind:
             continue
@@ -461,7 +450,7 @@ def make_batches(items: pa.Table, gold: pa.Table, batch_size: int, gold_per_batc
             start += size
             for g, count in sorted(gold_per_batch.items()):
                 members += pools[g][k * count : (k + 1) * count]
-            batch = f"{kind.lower()}-{k + 1:0{digits}d}"
+            batch = f"{task_type(kind).prefix}-{k + 1:0{digits}d}"
             shuffled = generator(seed, batch).permutation(len(members))
             rows += [{**members[i], "batch_id": batch, "position": p} for p, i in enumerate(shuffled, start=1)]
     rows.sort(key=lambda r: (r["batch_id"], r["position"]))
@@ -505,12 +494,12 @@ def build_tasks(items: pa.Table, catalog: Catalog, spaces: Mapping[str, Sequence
     taken = set(items.column("item_id").to_pylist())
     per_type = Counter(items.column("task_type").to_pylist())
     gold_tables = []
-    for kind in TASK_TYPES:
+    for kind in type_names():
         if not per_type[kind]:
             continue
-        if kind in BISON_TYPES and any(params.gold_per_batch.values()):
+        if not task_type(kind).plants_gold and any(params.gold_per_batch.values()):
             raise GoldError(
-                f"{kind}: BISON rounds have no known answers to plant (any caption may be the discriminative one); "
+                f"{kind}: its items have no known answers to plant (BISON: any caption may be the discriminative one); "
                 "set the round's tasks.gold_per_batch to {positive: 0, negative: 0}"
             )
         n_batches = batch_count(per_type[kind], params.batch_size, params.gold_per_batch)

@@ -50,11 +50,10 @@ from crisscross.formats.schema import (
     SOURCE_PEOPLE,
     SOURCE_REPLAY,
     SOURCE_SIMULATED,
-    TASK_TYPES,
     JudgmentRules,
     item_id,
-    task_type,
 )
+from crisscross.tasktypes import task_type, task_types, type_names
 
 REASONS = (
     "malformed-record",
@@ -168,7 +167,7 @@ def _canonical_item(value: str) -> str:
     not of the ``<type>:<a>|<b>`` form are returned as given (and then not found)."""
     kind, _, pair = value.partition(":")
     first, bar, second = pair.partition("|")
-    if not bar or kind.upper() not in TASK_TYPES:
+    if not bar or kind.upper() not in type_names():
         return value
     return item_id(kind, first, second)
 
@@ -319,7 +318,7 @@ def summary(judgments: pa.Table, rejected: Iterable[Rejected]) -> dict[str, Any]
     per task type (taken from the item id when the record named a known item, else ``unknown``)."""
     rows = judgments.select(["task_type", "item_id", "worker"]).to_pylist()
     per_type = {}
-    for kind in TASK_TYPES:
+    for kind in type_names():
         of_kind = [r for r in rows if r["task_type"] == kind]
         if of_kind:
             per_type[kind] = {
@@ -329,7 +328,7 @@ def summary(judgments: pa.Table, rejected: Iterable[Rejected]) -> dict[str, Any]
             }
     rejected = list(rejected)
     by_type: dict[str, Counter[str]] = {}
-    prefixes = {kind.lower(): kind for kind in TASK_TYPES}
+    prefixes = {kind.prefix: kind.name for kind in task_types()}
     for r in rejected:
         kind = prefixes.get(r.key.partition(":")[0], "unknown")
         by_type.setdefault(kind, Counter())[r.reason] += 1

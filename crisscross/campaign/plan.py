@@ -32,7 +32,7 @@ import pandas as pd
 from crisscross.aggregate.plots import png_bytes
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES
+from crisscross.tasktypes import default_thresholds, rated_type_names
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def estimate_pilot(judgments: pd.DataFrame) -> dict[str, Pilot]:
     """Per rating type (``judgments``: item_id, task_type, score, seconds): the pilot's estimates.
     Items need two judgments to say anything of the raters' spread."""
     out = {}
-    for kind, rows in judgments[judgments["task_type"].isin(RATING_TYPES)].groupby("task_type", sort=True):
+    for kind, rows in judgments[judgments["task_type"].isin(rated_type_names())].groupby("task_type", sort=True):
         per_item = rows.groupby("item_id")["score"]
         counts, means, variances = per_item.size(), per_item.mean(), per_item.var(ddof=1)
         repeated = counts >= 2
@@ -88,7 +88,7 @@ def estimate_pilot(judgments: pd.DataFrame) -> dict[str, Pilot]:
             math.sqrt(rater_var),
             math.sqrt(max(between, 0.0)),
             float(means.mean()),
-            float((means >= POSITIVE_THRESHOLDS[kind]).mean()),
+            float((means >= default_thresholds()[kind]).mean()),
             float(seconds.median()) if len(seconds) else math.nan,
         )
     return out

@@ -35,7 +35,8 @@ import pandas as pd
 
 from crisscross.core.settings import setting
 from crisscross.formats.plan import pilot_rater_sd
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, SOURCE_PEOPLE
+from crisscross.formats.schema import SOURCE_PEOPLE
+from crisscross.tasktypes import default_thresholds, rated_type_names
 
 THRESHOLD, CI_WIDTH, FIXED = "threshold", "ci-width", "fixed"
 
@@ -48,7 +49,7 @@ class ReplicationSettings:
     min_judgments: int = setting(2, low=1)
     alpha: float = setting(0.1, low=0.0, high=1.0, open_range=True)
     half_width: float = setting(0.75, low=0.0, open_range=True)  # ci-width: the interval's half width on the 0–5 scale
-    rater_sd: Mapping[str, float] = setting({}, low=0.0, open_range=True, choices=tuple(POSITIVE_THRESHOLDS))  # per rating type
+    rater_sd: Mapping[str, float] = setting({}, low=0.0, open_range=True, choices=rated_type_names)  # per rating type
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Decision:
 
 def decide(scores: np.ndarray, task_type: str, replicas: int, settings: ReplicationSettings) -> Decision:
     """One item's judgments in arrival order → where it stops (or that it needs more)."""
-    threshold = POSITIVE_THRESHOLDS[task_type]
+    threshold = default_thresholds()[task_type]
     rater_sd = settings.rater_sd.get(task_type)
     rule = STOP_RULES[settings.rule]
     first = min(settings.min_judgments, replicas)
@@ -147,7 +148,7 @@ def arrival_order(judgments: pd.DataFrame) -> pd.DataFrame:
 def rated_judgments(judgments: pd.DataFrame, gold: Collection[str] = ()) -> pd.DataFrame:
     """The judgments the stop rules look at: scores of rating types, in arrival order; never those of
     ``gold`` items, which every rater of a batch judges so that raters can be checked."""
-    rated = judgments[judgments["task_type"].isin(POSITIVE_THRESHOLDS) & judgments["score"].notna() & ~judgments["item_id"].isin(gold)]
+    rated = judgments[judgments["task_type"].isin(rated_type_names()) & judgments["score"].notna() & ~judgments["item_id"].isin(gold)]
     return arrival_order(rated)
 
 

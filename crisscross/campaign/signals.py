@@ -1,33 +1,23 @@
-"""Machine signals of a pair: what the text encoders say about it, one registered rule per task type.
+"""Machine signals of a pair: what the text encoders say about it, by its task type's own rule
+(``TaskType.signals``, in the type's file).
 
 Each text encoder's unit caption vectors (:class:`TextSpace`) give an image the mean of its
-captions, so every rating type has signals even without image pixels:
-
-* STS (caption, caption): the two captions' cosine, the cosine of their images' caption means, and
-  ``same-image`` (co-captions, which CxC rated 3.0 on average).
-* SIS (image, image): the cosine of the two caption means, and the best cosine between a caption
-  of one and a caption of the other.
-* SITS (caption, image): the caption's cosine to the image's caption mean (without the caption
-  itself when it describes that image, so the signal is not the caption against itself), the
-  cosine of the caption's own image's mean (without it) to the image's, and ``same-image``.
-
-A pair whose caption has no vector, or whose image has no caption with one, has NaN signals: the
-machine cannot judge it and it goes to people (:mod:`crisscross.campaign.triage`).
+captions, so a type has signals even without image pixels.  A pair whose caption has no vector, or
+whose image has no caption with one, has NaN signals: the machine cannot judge it and it goes to
+people (:mod:`crisscross.campaign.triage`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from crisscross.embed.sets import CAPTIONS, EmbeddingSet, set_dir, unit_rows
-from crisscross.formats.schema import SIS, SITS, STS
 from crisscross.ingest.records import captions_by_image
-
-SAME_IMAGE = "same-image"
+from crisscross.tasktypes import task_type, task_types
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,49 +88,16 @@ class TextSpace:
         return out
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("ij,ij->i", a, b)
-
-
-Signals = Callable[[Sequence[str], Sequence[str], Sequence[TextSpace], Mapping[str, str]], dict[str, np.ndarray]]
-
-
-def sts_signals(a: Sequence[str], b: Sequence[str], spaces: Sequence[TextSpace], image_of: Mapping[str, str]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    images_a, images_b = [image_of.get(c, "") for c in a], [image_of.get(c, "") for c in b]
-    for space in spaces:
-        out[f"{space.name}:captions"] = _cosine(space.captions(a), space.captions(b))
-        out[f"{space.name}:images"] = _cosine(space.image_means(images_a), space.image_means(images_b))
-    out[SAME_IMAGE] = np.asarray([x == y and x != "" for x, y in zip(images_a, images_b, strict=True)], dtype=np.float64)
-    return out
-
-
-def sis_signals(a: Sequence[str], b: Sequence[str], spaces: Sequence[TextSpace], image_of: Mapping[str, str]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    for space in spaces:
-        out[f"{space.name}:images"] = _cosine(space.image_means(a), space.image_means(b))
-        out[f"{space.name}:best-captions"] = space.best_caption_cosine(a, b)
-    return out
-
-
-def sits_signals(a: Sequence[str], b: Sequence[str], spaces: Sequence[TextSpace], image_of: Mapping[str, str]) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    own = [image_of.get(c, "") for c in a]
-    for space in spaces:
-        target = space.image_means(b, leave_out=a)
-        out[f"{space.name}:caption-image"] = _cosine(space.captions(a), target)
-        out[f"{space.name}:images"] = _cosine(space.image_means(own, leave_out=a), target)
-    out[SAME_IMAGE] = np.asarray([x == y for x, y in zip(own, b, strict=True)], dtype=np.float64)
-    return out
-
-
-SIGNALS: dict[str, Signals] = {STS: sts_signals, SIS: sis_signals, SITS: sits_signals}
+def signal_types() -> list[str]:
+    """The registered task types that have machine signals."""
+    return [t.name for t in task_types() if t.signals is not None]
 
 
 def pair_signals(
-    task_type: str, id_a: Sequence[str], id_b: Sequence[str], spaces: Sequence[TextSpace], image_of: Mapping[str, str]
+    kind: str, id_a: Sequence[str], id_b: Sequence[str], spaces: Sequence[TextSpace], image_of: Mapping[str, str]
 ) -> pd.DataFrame:
     """One row per pair, one column per signal (named ``<encoder>:<what>``), in the type's order."""
-    if task_type not in SIGNALS:
-        raise ValueError(f"no machine signals for task type {task_type}; known: {sorted(SIGNALS)}")
-    return pd.DataFrame(SIGNALS[task_type](list(id_a), list(id_b), spaces, image_of))
+    signals = task_type(kind).signals
+    if signals is None:
+        raise ValueError(f"no machine signals for task type {kind}; known: {signal_types()}")
+    return pd.DataFrame(signals(list(id_a), list(id_b), spaces, image_of))

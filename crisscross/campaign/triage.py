@@ -33,13 +33,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from crisscross.campaign.signals import SIGNALS, TextSpace, pair_signals
+from crisscross.campaign.signals import TextSpace, pair_signals, signal_types
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 
 POSITIVE, NEGATIVE, TO_PEOPLE = 1, 0, -1  # a pair's triage label
-SIGNAL_TYPES = tuple(SIGNALS)  # the task types the machine has signals for
+SIGNAL_TYPES = tuple(signal_types())  # the task types the machine has signals for
 SIDES = {POSITIVE: "positive", NEGATIVE: "negative"}
 
 

@@ -27,7 +27,8 @@ import pyarrow as pa
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.settings import setting
 from crisscross.embed.sets import EmbeddingSet, row_problem, unit_rows
-from crisscross.formats.schema import CHOOSE, CHOOSE_NONE
+from crisscross.formats.schema import numbered_rows_of
+from crisscross.tasktypes.choose import CHOOSE, NONE
 
 DECOY_METHOD = "bison_decoy"  # target–decoy pairs: CHOOSE items (crisscross.annotate.tasks)
 CHOSEN_METHOD = "bison_chosen"  # caption–decoy pairs: VERIFY-TRIPLE items
@@ -156,12 +157,12 @@ def chosen_captions(
     chosen: list[Chosen] = []
     counts = {"chosen": 0, "none": 0, "other_task_types": 0}
     rejected: list[Rejected] = []
-    for n, row in enumerate(rated, start=1):
-        if row["task_type"] != CHOOSE:
-            counts["other_task_types"] += 1
-            continue
+    rows = list(rated)
+    choices = numbered_rows_of(rows, CHOOSE.name)
+    counts["other_task_types"] = len(rows) - len(choices)
+    for n, row in choices:
         answer, target, decoy = row["agg_label"], row["id_a"], row["id_b"]
-        if answer == CHOOSE_NONE:
+        if answer == NONE:
             counts["none"] += 1
             continue
         if image_of.get(answer) != target:

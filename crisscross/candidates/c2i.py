@@ -53,8 +53,11 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.cxc import CXC_SPLITS, cxc_csv, read_cxc_file
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 from crisscross.ingest.records import captions_by_image
+from crisscross.tasktypes.sis import SIS
+from crisscross.tasktypes.sits import SITS
+from crisscross.tasktypes.sts import STS
 
 C2I_INTRASIM = "c2i_intrasim"
 C2I_ORIGINAL = "c2i_original"
@@ -65,8 +68,8 @@ RANK_MODES = (GLOBAL, PER_QUERY)
 BOTH = "both"
 FIRST = "first"
 DIRECTIONS = (BOTH, FIRST)
-SOURCES = (STS, SIS)  # the rated intramodal task types, in selection order (C2C ranks first)
-KINDS = {STS: CAPTION_KIND, SIS: IMAGE_KIND}
+SOURCES = (STS.name, SIS.name)  # the rated intramodal task types, in selection order (C2C ranks first)
+KINDS = {STS.name: STS.kinds[0], SIS.name: SIS.kinds[0]}  # the id kind of both sides
 # CxC test: 19,833 c2i_intrasim for 90,764 rated STS + SIS pairs (val: 19,722 for 86,776).
 CXC_QUOTA_RATIO = 0.22
 
@@ -151,9 +154,9 @@ def rated_pair(row: Mapping[str, Any], index: CaptionIndex, source: str) -> Rate
             return reject("rated", key, "bad-id", str(error), where, record)
         if found != KINDS[kind]:
             return reject("rated", key, "bad-id", f"{kind} pairs {KINDS[kind]} ids, got {value}", where, record)
-        if kind == STS and value not in index.image_of:
+        if found == CAPTION_KIND and value not in index.image_of:
             return reject("rated", key, "unknown-caption", f"caption {value} is not in the captions table", where, record)
-        if kind == SIS and value not in index.by_image:
+        if found == IMAGE_KIND and value not in index.by_image:
             return reject("rated", key, "unknown-image", f"image {value} has no captions in the captions table", where, record)
     if a == b:
         return reject("rated", key, "self-pair", f"{kind} pairs {a} with itself", where, record)
@@ -178,7 +181,7 @@ def cxc_rows(path: str, task: str) -> Iterator[dict[str, Any] | Rejected]:
 
 def pair_kind(pair: RatedPair, index: CaptionIndex) -> str:
     """``C2C``, ``C2C-cocaption`` (captions of one image: no new candidate) or ``I2I``."""
-    if pair.task_type == SIS:
+    if KINDS[pair.task_type] == IMAGE_KIND:
         return "I2I"
     return "C2C-cocaption" if index.image_of[pair.id_a] == index.image_of[pair.id_b] else "C2C"
 
@@ -209,7 +212,15 @@ def derive(pair: RatedPair, index: CaptionIndex, directions: str = BOTH) -> list
         return []  # captions of one image: both directions are original pairs
     ways = ((pair.id_a, pair.id_b), (pair.id_b, pair.id_a))
     return [
-        Derived(pair.task_type, pair.id_a, pair.id_b, pair.score, query, other, index.image_of[query] if pair.task_type == STS else query)
+        Derived(
+            pair.task_type,
+            pair.id_a,
+            pair.id_b,
+            pair.score,
+            query,
+            other,
+            index.image_of[query] if KINDS[pair.task_type] == CAPTION_KIND else query,
+        )
         for query, other in (ways if directions == BOTH else ways[:1])
     ]
 
@@ -217,7 +228,7 @@ def derive(pair: RatedPair, index: CaptionIndex, directions: str = BOTH) -> list
 def caption_for(d: Derived, index: CaptionIndex, seed: int) -> str:
     """The caption of a derived pair: C2C's other caption, or one caption of I2I's other image
     drawn with a generator keyed by the direction (query, other)."""
-    if d.task_type == STS:
+    if KINDS[d.task_type] == CAPTION_KIND:
         return d.other
     options = index.by_image[d.other]
     return options[int(generator(seed, C2I_INTRASIM, d.query, d.other).integers(len(options)))]
@@ -286,7 +297,7 @@ def select(
     chosen: dict[tuple[str, str], C2ICandidate] = {}
     skipped: Counter[str] = Counter()
     per_source: dict[str, dict[str, int]] = {}
-    targets = {STS: int(round(quota * c2c_share))}
+    targets = {STS.name: int(round(quota * c2c_share))}
     for kind in SOURCES:
         target = targets.get(kind, quota - len(chosen))
         taken = 0
@@ -384,4 +395,4 @@ def candidates_table(candidates: Iterable[C2ICandidate]) -> pa.Table:
 
 def sits_csv(candidates: Iterable[C2ICandidate]) -> bytes:
     """``sits_candidates.csv``: the CxC ``sits_*.csv`` shape without scores."""
-    return cxc_csv(SITS, ((c.caption, c.image, None, c.method) for c in _sorted(candidates)), scored=False)
+    return cxc_csv(SITS.name, ((c.caption, c.image, None, c.method) for c in _sorted(candidates)), scored=False)

@@ -28,7 +28,8 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.formats.cxc import cxc_csv
-from crisscross.formats.schema import SIS, STS
+from crisscross.tasktypes.sis import SIS
+from crisscross.tasktypes.sts import STS
 
 I2I_CSIM = "i2i_csim"
 C2C_ISIM = "c2c_isim"
@@ -147,7 +148,7 @@ CANDIDATES_SCHEMA = pa.schema(
     [(name, pa.string()) for name in ("method", "id1", "id2", "image1", "image2", "published1", "published2", "provenance")]
 )
 # CxC-shaped candidate files (no scores yet): the release file of each task type and its methods.
-CANDIDATE_FILES = {"sts_candidates.csv": (STS, (C2C_ISIM, C2C_COCAPTION)), "sis_candidates.csv": (SIS, (I2I_CSIM,))}
+CANDIDATE_FILES = {"sts_candidates.csv": (STS.name, (C2C_ISIM, C2C_COCAPTION)), "sis_candidates.csv": (SIS.name, (I2I_CSIM,))}
 
 
 def _sorted(candidates: Iterable[Candidate]) -> list[Candidate]:

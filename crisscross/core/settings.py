@@ -20,7 +20,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
@@ -35,7 +35,12 @@ T = TypeVar("T")
 
 
 def setting(
-    default: Any, *, low: float | None = None, high: float | None = None, open_range: bool = False, choices: tuple[Any, ...] | None = None
+    default: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    open_range: bool = False,
+    choices: tuple[Any, ...] | Callable[[], Sequence[Any]] | None = None,
 ) -> Any:
     """A settings field with its allowed range (inclusive; ``open_range``: both ends excluded) or
     choices (for strings, or for each element of a list; of a mapping, the range is its values'
@@ -174,6 +179,12 @@ def _finite(value: float) -> bool:
         return False
 
 
+def _choices(rules: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A setting's choices; a callable gives them when checked (task types: plugins register late)."""
+    choices = rules.get("choices")
+    return tuple(choices()) if callable(choices) else choices
+
+
 def _check(key: _Key, value: Any, hint: Any, rules: Mapping[str, Any], context: Mapping[str, Any] | None = None) -> Any:
     options = _options_of(hint)
     if options is not None:
@@ -206,7 +217,7 @@ def _check(key: _Key, value: Any, hint: Any, rules: Mapping[str, Any], context: 
     if origin in (Mapping, dict) or hint in (dict, Mapping) or origin is typing.Mapping:
         if not isinstance(value, Mapping):
             raise ParamError(f"{key} must be a mapping, got {value!r}")
-        keys = rules.get("choices")
+        keys = _choices(rules)
         stray = [k for k in value if keys is not None and k not in keys]
         if stray:
             raise ParamError(f"{key} has key {stray[0]!r}; its keys must be among {list(keys)}")
@@ -226,7 +237,7 @@ def _check(key: _Key, value: Any, hint: Any, rules: Mapping[str, Any], context: 
         value = float(value)
     elif hint is str and (not isinstance(value, str) or not value):
         raise ParamError(f"{key} must be a non-empty string, got {value!r}")
-    low, high, choices = rules.get("low"), rules.get("high"), rules.get("choices")
+    low, high, choices = rules.get("low"), rules.get("high"), _choices(rules)
     if choices is not None and value not in choices:
         raise ParamError(f"{key} must be one of {list(choices)}, got {value!r}")
     strict = bool(rules.get("open"))

@@ -23,7 +23,11 @@ from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import InputError, one_line
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SIS, SITS, STS, TASK_TYPE_INFO, item_id
+from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, item_id
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.sis import SIS
+from crisscross.tasktypes.sits import SITS
+from crisscross.tasktypes.sts import STS
 
 CXC_SPLITS = ("test", "val")
 SCORE = "agg_score"
@@ -41,16 +45,16 @@ class CxcFile:
 
     @property
     def kinds(self) -> tuple[str, str]:
-        return TASK_TYPE_INFO[self.task].kinds
+        return task_type(self.task).kinds
 
     def name(self, split: str) -> str:
         return f"{self.task.lower()}_{split}.csv"
 
 
 CXC_FILES = {
-    STS: CxcFile(STS, ("caption1", "caption2")),
-    SIS: CxcFile(SIS, ("image1", "image2")),
-    SITS: CxcFile(SITS, ("caption", "image")),
+    STS.name: CxcFile(STS.name, ("caption1", "caption2")),
+    SIS.name: CxcFile(SIS.name, ("image1", "image2")),
+    SITS.name: CxcFile(SITS.name, ("caption", "image")),
 }
 
 

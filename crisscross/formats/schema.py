@@ -1,21 +1,9 @@
 """The two tables an annotation round passes around: tasks (what to judge) and judgments.
 
-An *item* is one pair to judge under one task type; its ``item_id`` is stable and, for the
-symmetric types (STS, SIS), independent of the order the pair was sampled in, so a pair is never
-sent to raters twice and replayed judgments find their item whichever order they were written in.
-
-Task types (CxC §3 and its Table 2; ECCV Caption §3.2):
-
-* ``STS``  caption–caption, 0–5 continuous (semantic textual similarity);
-* ``SIS``  image–image, 0–5 continuous (semantic image similarity);
-* ``SITS`` caption–image, 0–5 continuous (semantic image–text similarity);
-* ``VERIFY`` image–caption, one of four answers (ECCV Caption's verification round);
-* ``CHOOSE`` target image–decoy image (BISON §4.1 step 2): the rater sees both images and the
-  target's captions and answers the caption id that describes the target but not the decoy, or
-  :data:`CHOOSE_NONE`;
-* ``VERIFY-TRIPLE`` caption–decoy image (BISON §4.1 step 3; the caption's own image is the
-  target): a different rater sees both images in a seeded order and answers one of
-  :data:`TRIPLE_ANSWERS`.
+An *item* is one pair to judge under one task type (:mod:`crisscross.tasktypes`); its ``item_id``
+is stable and, for the symmetric types (STS, SIS), independent of the order the pair was sampled
+in, so a pair is never sent to raters twice and replayed judgments find their item whichever order
+they were written in.
 
 Both tables are long and flat (one row per item, one row per judgment) so they go through
 pandas, Arrow and Beam alike.
@@ -24,40 +12,19 @@ pandas, Arrow and Beam alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, IdFormError, split_id
-from crisscross.core.rng import generator
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.base import Problem
 
-STS = "STS"
-SIS = "SIS"
-SITS = "SITS"
-VERIFY = "VERIFY"
-CHOOSE = "CHOOSE"
-VERIFY_TRIPLE = "VERIFY-TRIPLE"
-RATING_TYPES = (STS, SIS, SITS)
-BISON_TYPES = (CHOOSE, VERIFY_TRIPLE)
-TASK_TYPES = (*RATING_TYPES, VERIFY, *BISON_TYPES)
-SCORE_MIN = 0.0
+SCORE_MIN = 0.0  # the 0–5 scale of CxC's rating types and their release files
 SCORE_MAX = 5.0
-# ECCV Caption §3.2, best to worst; the order is the ordinal scale Dawid–Skene and alpha see.
-VERIFY_ANSWERS = ("100% yes", "partially yes", "mostly no", "100% no")
-
-# CxC §3: a rated pair is positive at or above these aggregated scores.
-POSITIVE_THRESHOLDS = {STS: 3.0, SIS: 2.5, SITS: 3.0}
-# ECCV Caption §3.3: the answers that make a verified pair positive.
-VERIFY_POSITIVE = frozenset(VERIFY_ANSWERS[:2])
-# BISON §4.1: "none of the above" when no caption tells the target from the decoy.
-CHOOSE_NONE = "none"
-# BISON §4.1 step 3: the chosen caption describes the target, the decoy, both or neither.
-TRIPLE_TARGET = "target"
-TRIPLE_DECOY = "decoy"
-TRIPLE_ANSWERS = (TRIPLE_TARGET, TRIPLE_DECOY, "both", "neither")
 
 GOLD_POSITIVE = "positive"
 GOLD_NEGATIVE = "negative"
@@ -69,50 +36,8 @@ SOURCE_SIMULATED = "simulate"
 SOURCE_REPLAY = "replay"
 
 
-@dataclass(frozen=True)
-class TaskType:
-    name: str
-    kinds: tuple[str, str]  # id kinds of (id_a, id_b)
-    symmetric: bool
-    rated: bool  # 0–5 score; otherwise a categorical answer
-
-
-TASK_TYPE_INFO = {
-    STS: TaskType(STS, (CAPTION_KIND, CAPTION_KIND), symmetric=True, rated=True),
-    SIS: TaskType(SIS, (IMAGE_KIND, IMAGE_KIND), symmetric=True, rated=True),
-    SITS: TaskType(SITS, (CAPTION_KIND, IMAGE_KIND), symmetric=False, rated=True),
-    VERIFY: TaskType(VERIFY, (IMAGE_KIND, CAPTION_KIND), symmetric=False, rated=False),
-    CHOOSE: TaskType(CHOOSE, (IMAGE_KIND, IMAGE_KIND), symmetric=False, rated=False),
-    VERIFY_TRIPLE: TaskType(VERIFY_TRIPLE, (CAPTION_KIND, IMAGE_KIND), symmetric=False, rated=False),
-}
-
-
-def _is_choice(answer: object) -> bool:
-    try:
-        return answer == CHOOSE_NONE or (isinstance(answer, str) and split_id(answer)[1] == CAPTION_KIND)
-    except IdFormError:
-        return False
-
-
-@dataclass(frozen=True)
-class AnswerRule:
-    """Which answers the judgments table stores for a categorical type, and how to ask for them."""
-
-    fits: Callable[[object], bool]
-    wanted: str
-
-
-# One home for the answer rule: import validation, the rater app's store and rater QC all check against it.
-ANSWER_RULES: dict[str, AnswerRule] = {
-    VERIFY: AnswerRule(VERIFY_ANSWERS.__contains__, f"one of the four answers ({', '.join(VERIFY_ANSWERS)})"),
-    CHOOSE: AnswerRule(_is_choice, f"a caption id of the target or {CHOOSE_NONE!r}"),
-    VERIFY_TRIPLE: AnswerRule(TRIPLE_ANSWERS.__contains__, ", ".join(TRIPLE_ANSWERS[:-1]) + f" or {TRIPLE_ANSWERS[-1]}"),
-}
-
-
 # The default bound on the time one judgment took: over an hour on one item, a clock or a tool was left running.
 MAX_SECONDS_PER_ITEM = 3600.0
-Problem = tuple[str, str]  # (reason code, what is wrong): the reason is the quarantine's, the detail a person reads
 
 
 @dataclass(frozen=True)
@@ -124,21 +49,7 @@ class JudgmentRules:
 
     def value_problem(self, kind: str, score: float | None, answer: object) -> Problem | None:
         """Whether ``score`` / ``answer`` is the kind of value ``kind`` stores, in its range or among its answers."""
-        info = task_type(kind)
-        if info.rated:
-            if answer is not None:
-                return "wrong-value-kind", f"{info.name} takes a score, not an answer"
-            if score is None:
-                return "missing-field", f"no score: {info.name} needs a score from {SCORE_MIN:g} to {SCORE_MAX:g}"
-            if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
-                return "bad-score", f"score {score!r} is not a finite number"
-            if not SCORE_MIN <= score <= SCORE_MAX:
-                return "score-out-of-range", f"score {score:g} is outside {SCORE_MIN:g}–{SCORE_MAX:g}"
-            return None
-        rule = ANSWER_RULES[info.name]
-        if score is not None:
-            return "wrong-value-kind", f"{info.name} takes an answer, not a score"
-        return None if answer is not None and rule.fits(answer) else ("bad-answer", f"answer {answer!r} is not {rule.wanted}")
+        return task_type(kind).value_problem(score, answer)
 
     def seconds_problem(self, seconds: float | None) -> Problem | None:
         """Whether the time a judgment took (None: not known) is a finite number of seconds within the bound."""
@@ -157,19 +68,6 @@ class JudgmentRules:
 DEFAULT_RULES = JudgmentRules()
 
 
-def task_type(name: str) -> TaskType:
-    info = TASK_TYPE_INFO.get(str(name).upper())
-    if info is None:
-        raise ValueError(f"unknown task type {name!r}; known: {', '.join(TASK_TYPES)}")
-    return info
-
-
-def decoy_first(item: str, seed: int) -> bool:
-    """Whether a VERIFY-TRIPLE item shows the decoy before the target (BISON: the verifier must
-    not learn which image the caption was chosen for from where it stands)."""
-    return bool(generator(seed, "triple-order", item).random() < 0.5)
-
-
 def ordered_pair(kind: str, id_a: str, id_b: str) -> tuple[str, str]:
     """The pair in its item order: sorted for symmetric types, as given otherwise."""
     return (min(id_a, id_b), max(id_a, id_b)) if task_type(kind).symmetric else (id_a, id_b)
@@ -184,10 +82,16 @@ def item_ids(kind: str, pairs: Iterable[tuple[str, str]]) -> list[str]:
     """:func:`item_id` of many pairs of one type, the type looked up once: gold pools run to every
     caption of a collection."""
     info = task_type(kind)
-    prefix = info.name.lower()
+    prefix = info.prefix
     if info.symmetric:
         return [f"{prefix}:{min(a, b)}|{max(a, b)}" for a, b in pairs]
     return [f"{prefix}:{a}|{b}" for a, b in pairs]
+
+
+def numbered_rows_of(rows: Iterable[Mapping[str, Any]], kind: str) -> list[tuple[int, Mapping[str, Any]]]:
+    """The rows of one task type, each with its line in the whole table (from 1): a round's stage that
+    reads one type's output names where a row came from."""
+    return [(n, row) for n, row in enumerate(rows, start=1) if row["task_type"] == kind]
 
 
 def threshold_votes(items: pd.Series, scores: pd.Series, threshold: float) -> pd.DataFrame:
@@ -217,7 +121,7 @@ TASKS_SCHEMA = pa.schema(
     ]
 )
 
-# One row per judgment: one worker's score (ratings) or answer (VERIFY) for one item.
+# One row per judgment: one worker's score (rated types) or answer (the others) for one item.
 JUDGMENTS_SCHEMA = pa.schema(
     [
         ("item_id", pa.string()),
@@ -225,8 +129,8 @@ JUDGMENTS_SCHEMA = pa.schema(
         ("id_a", pa.string()),
         ("id_b", pa.string()),
         ("worker", pa.string()),
-        ("score", pa.float64()),  # 0–5 for ratings, null for VERIFY
-        ("answer", pa.string()),  # VERIFY_ANSWERS, a caption id or CHOOSE_NONE, TRIPLE_ANSWERS; null for ratings
+        ("score", pa.float64()),  # rated types' score, else null
+        ("answer", pa.string()),  # the other types' answer (TaskType.fits), else null
         ("seconds", pa.float64()),  # time spent on the item (null when the tool does not say)
         ("time", pa.string()),  # ISO-8601 submission time (null when unknown)
         ("batch_id", pa.string()),

@@ -41,7 +41,6 @@ from crisscross.formats.manifest import (
     sums_text,
     verify,
 )
-from crisscross.formats.schema import VERIFY
 from crisscross.formats.verify import RELEASE_COLUMNS, verify_csv
 from crisscross.release import card, croissant, labels, merge
 from crisscross.release.contents import Contents, collect, cxc_rows, no_rounds, verify_maps
@@ -51,6 +50,7 @@ from crisscross.release.provenance import metadata_fingerprint, release_date, re
 from crisscross.release.pseudonyms import load_salt
 from crisscross.release.request import Plan, ReleaseRequest, release_name
 from crisscross.release.versions import SIMULATED_LABEL, ReleaseDiff, Version, changelog_entry, choose_version, diff_pairs, diff_tables
+from crisscross.tasktypes.verify import VERIFY
 
 POSITIVES_REQUIRED = tuple(ECCV_FILES.values())
 POSITIVES_OPTIONAL = ("positives.parquet", "bias_audit.json")
@@ -181,11 +181,12 @@ def write_data(root: Path, request: ReleaseRequest, contents: Contents) -> None:
                 continue
             _write(data / spec.name(split), cxc_csv(task, cxc_rows(contents, task, split, mode)))
             _parquet(data / f"{task.lower()}_{split}.parquet", rows)
-        verified = pairs[(pairs["task_type"] == VERIFY) & (pairs["split"] == split)]
+        verified = pairs[(pairs["task_type"] == VERIFY.name) & (pairs["split"] == split)]
         if not verified.empty:
             _write(data / f"verify_{split}.csv", verify_csv(verified, "published_a", "published_b", RELEASE_COLUMNS))
             _parquet(data / f"verify_{split}.parquet", verified)
-    if (pairs["task_type"] == VERIFY).any():
+    verified_anywhere = pairs[pairs["task_type"] == VERIFY.name]
+    if not verified_anywhere.empty:  # ECCV Caption's maps of verified positives
         image_to_caption, caption_to_image = verify_maps(pairs)
         io.write_json(str(data / "verify_image_to_caption.json"), image_to_caption)
         io.write_json(str(data / "verify_caption_to_image.json"), caption_to_image)
@@ -268,7 +269,11 @@ def _describe(name: str) -> str:
     if stem in FILE_NOTES:
         return FILE_NOTES[stem]
     kind, _, rest = Path(name).stem.partition("_")
-    shape = "CxC's CSV shape (published ids, agg_score, sampling_method)" if name.endswith(".csv") and kind != "verify" else "all columns"
+    shape = (
+        "CxC's CSV shape (published ids, agg_score, sampling_method)"
+        if name.endswith(".csv") and kind.upper() in CXC_FILES
+        else "all columns"
+    )
     return f"{kind.upper()} pairs of the {rest} split, {shape}"
 
 

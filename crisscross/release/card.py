@@ -18,8 +18,10 @@ import pandas as pd
 
 from crisscross.aggregate.plots import DPI, SIMULATED_NOTE, item_std_png, png_bytes, score_distribution_png
 from crisscross.aggregate.quality import QualityRules
-from crisscross.formats.schema import BISON_TYPES, RATING_TYPES, TASK_TYPES
+from crisscross.formats.cxc import CXC_FILES
 from crisscross.release.contents import EXCLUDED, GOLD, Contents, positives_per_query, rating_pairs
+from crisscross.tasktypes import rated_type_names, task_types, type_names
+from crisscross.tasktypes.base import TaskType
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a plot is drawn, not with the stage command
     from matplotlib.figure import Figure
@@ -110,7 +112,7 @@ def positives_figure(pairs: pd.DataFrame, *, simulated: bool) -> Figure:
     from matplotlib.figure import Figure
 
     counts = positives_per_query(pairs)
-    kinds = [t for t in TASK_TYPES if t in set(counts["task_type"])]
+    kinds = [t for t in type_names() if t in set(counts["task_type"])]
     figure = Figure(figsize=(4.2 * max(1, len(kinds)), 4.0), dpi=DPI, layout="constrained")
     figure.suptitle("Positives per query" + (f" — {SIMULATED_NOTE}" if simulated else ""))
     for axes, kind in zip(np.atleast_1d(figure.subplots(1, max(1, len(kinds)))), kinds, strict=False):
@@ -147,7 +149,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
                 ),
             ),
             "",
-            "\n\n".join(_positives_rule(set(pairs["task_type"]))),
+            "\n".join(_positives_rule(set(pairs["task_type"]))),
             "",
             "## How it was built",
             "",
@@ -163,7 +165,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
         parts += [f"## {md(section.title)}", "", *section.lines, ""]
     kinds = set(pairs["task_type"])
     loading = ['pairs = release.frames["pairs"]          # pandas'] if not pairs.empty else []
-    loading += ['sts = release.tables["sts_test"]         # pyarrow'] if "STS" in kinds else []
+    loading += [f'{t.lower()} = release.tables["{t.lower()}_test"]         # pyarrow' for t in CXC_FILES if t in kinds][:1]
     loading += [f'{key.replace("/", "_")} = release.frames["{key}"]' for section in inputs.sections for key in section.tables]
     parts += [
         "## Files",
@@ -193,7 +195,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
                 ),
                 "",
             ]
-            if kinds - set(BISON_TYPES)
+            if any(kind.retrieval for kind in _present(kinds))
             else []
         ),
         "## Licence and attribution",
@@ -240,20 +242,22 @@ def _labels(inputs: CardInputs) -> list[str]:
     return [*lines, md(inputs.machine_labels), ""]
 
 
+def _present(kinds: set[str]) -> list[TaskType]:
+    """The registered types the release holds, in their order."""
+    return [kind for kind in task_types() if kind.name in kinds]
+
+
+def _sampling(kinds: set[str]) -> list[str]:
+    """How the release's pairs were sampled: each type's paragraph, once when types share one."""
+    return list(dict.fromkeys(kind.sampling for kind in _present(kinds) if kind.sampling))
+
+
 def _positives_rule(kinds: set[str]) -> list[str]:
-    """What makes a pair positive, for the task types the release holds."""
-    lines = []
-    if kinds - set(BISON_TYPES):
-        lines.append(
-            "Positives: STS and SITS scores ≥ 3, SIS ≥ 2.5 (CxC's thresholds, or the build's `aggregate.thresholds`); VERIFY answers "
-            "*100% yes* or *partially yes* (ECCV Caption)."
-        )
-    if kinds & set(BISON_TYPES):
-        lines.append(
-            "COCO-BISON rounds (Hu et al. 2019 §4.1): a CHOOSE item (target image, decoy image) is positive when a caption was chosen "
-            "(not *none*), its label that caption; a VERIFY-TRIPLE item (caption, decoy) is positive when every verifier answered *target*."
-        )
-    return lines
+    """What each task type the release holds is, and what makes one of its pairs positive."""
+    return [
+        f"- **{md(kind.name)}** ({md(kind.title)}; {md(kind.source or 'a plugin task type')}): positive when {md(kind.positive_rule())}."
+        for kind in _present(kinds)
+    ]
 
 
 def _built(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]:
@@ -295,27 +299,7 @@ def _built(contents: Contents, inputs: CardInputs, simulated: bool) -> list[str]
     source = "a SIMULATED rater panel" if simulated else ", ".join(sorted(set(judgments["source"].map(md))))
     kinds = set(contents.pairs["task_type"])
     lines = [
-        *(
-            [
-                "Candidate pairs were sampled as Crisscrossed Captions (CxC) did — `i2i_csim` image pairs from caption similarity, "
-                "`c2c_isim` caption pairs from image similarity, `c2c_cocaption` pairs of captions of one image — then derived "
-                "caption–image pairs (`c2i_intrasim`, `c2i_original`) were rated in a second round, and machine-annotator candidates "
-                "were verified as in ECCV Caption. Sampling methods and their counts are in the table above.",
-                "",
-            ]
-            if kinds - set(BISON_TYPES)
-            else []
-        ),
-        *(
-            [
-                "CHOOSE and VERIFY-TRIPLE are COCO-BISON's annotation rounds (Hu et al. 2019 §4.1): each image's nearest other image "
-                "(`bison_decoy`) was shown with it and a rater chose a caption telling them apart; other raters then verified each "
-                "chosen caption with both images (`bison_chosen`).",
-                "",
-            ]
-            if kinds & set(BISON_TYPES)
-            else []
-        ),
+        *[line for paragraph in _sampling(kinds) for line in (paragraph, "")],
         "Encoders used to sample candidates:",
         "",
         encoders,
@@ -371,7 +355,7 @@ def _limitations(contents: Contents, inputs: CardInputs, simulated: bool) -> lis
 def example_pairs(contents: Contents, texts: Mapping[str, str]) -> list[tuple[str, str, str, float]]:
     """The highest-rated pair with text of each rating type whose ids are captions (STS, SITS)."""
     found = []
-    for kind in RATING_TYPES:
+    for kind in rated_type_names():
         rows = contents.pairs[contents.pairs["task_type"] == kind].sort_values(["agg_score", "item_id"], ascending=[False, True])
         for row in rows.itertuples():
             a, b = texts.get(row.id_a), texts.get(row.id_b)

@@ -26,8 +26,10 @@ from crisscross.annotate.providers import CXC_WORKER
 from crisscross.campaign.replication import DECISIONS_FILE, FIXED
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.ids import IdFormError, published, split_id
-from crisscross.formats.schema import RATING_TYPES, SOURCE_REPLAY, TASK_TYPE_INFO, VERIFY
+from crisscross.formats.schema import SOURCE_REPLAY
 from crisscross.release.pseudonyms import Salt, pseudonyms
+from crisscross.tasktypes import rated_type_names, task_type
+from crisscross.tasktypes.verify import VERIFY
 
 # the aggregate stage's rated columns, with the round, the split and the published ids beside the ids
 PAIR_COLUMNS = (
@@ -169,7 +171,7 @@ def pair_table(rounds: Sequence[Round], splits: Mapping[str, str]) -> pd.DataFra
         raise InputError(
             f"item {first['item_id']} is rated in more than one round ({sorted(set(duplicated['round']))}): a release holds each pair once"
         )
-    kinds = pairs["task_type"].map(lambda t: TASK_TYPE_INFO[t].kinds)
+    kinds = pairs["task_type"].map(lambda t: task_type(t).kinds)
     try:
         published_a = [published(i, k[0]) for i, k in zip(pairs["id_a"], kinds, strict=True)]
         published_b = [published(i, k[1]) for i, k in zip(pairs["id_b"], kinds, strict=True)]
@@ -274,7 +276,7 @@ def cxc_rows(contents: Contents, task: str, split: str, mode: str) -> list[tuple
 def verify_maps(pairs: pd.DataFrame) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """VERIFY positives as ECCV Caption's maps: image → captions and caption → images, by native
     ids (COCO integers), keys as text, lists sorted."""
-    verified = pairs[(pairs["task_type"] == VERIFY) & pairs["positive"].astype(bool)]
+    verified = pairs[(pairs["task_type"] == VERIFY.name) & pairs["positive"].astype(bool)]
     image_to_caption: dict[str, list[Any]] = {}
     caption_to_image: dict[str, list[Any]] = {}
     for image, caption in sorted(zip(verified["id_a"].map(_native), verified["id_b"].map(_native), strict=True)):
@@ -289,7 +291,7 @@ def _native(canonical: str) -> int | str:
 
 
 def rating_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
-    return pairs[pairs["task_type"].isin(RATING_TYPES)]
+    return pairs[pairs["task_type"].isin(rated_type_names())]
 
 
 def positives_per_query(pairs: pd.DataFrame) -> pd.DataFrame:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from crisscross.annotate.instructions import INSTRUCTIONS
 from crisscross.campaign.triage import MACHINE
 from crisscross.core.errors import InputError
 from crisscross.formats.manifest import (
@@ -34,6 +33,7 @@ from crisscross.formats.manifest import (
 from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED
 from crisscross.release import labels
 from crisscross.release.request import Plan, ReleaseRequest, release_name
+from crisscross.tasktypes import task_type
 
 if TYPE_CHECKING:  # mlcroissant (0.5 s) loads when a release is described or checked, not with the command
     import mlcroissant as mlc
@@ -227,7 +227,7 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         collection=" ".join(collection),
         keywords=[p.title for p in decided.parts],
         platform="; ".join(PLATFORMS.get(x, x) for x in sources),
-        instructions=[f"{k}: {INSTRUCTIONS[k]}" for k in kinds if k in INSTRUCTIONS],
+        instructions=[f"{k}: {task_type(k).title}. {task_type(k).instructions}" for k in kinds],
         raters_per_item="; ".join(replication.values()),
         agreement=[
             f"Krippendorff's alpha ({f['alpha_level']}) {k}: {f['alpha']}"

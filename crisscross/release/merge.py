@@ -25,6 +25,7 @@ from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, published, split_id
 from crisscross.release.contents import Contents
 from crisscross.release.request import ReleaseRequest
+from crisscross.tasktypes.sits import SITS
 
 ORIGINAL = "c2i_original"  # the caption and the image are one MS-COCO example
 SCORES_KEY = "cxc_scores"
@@ -103,7 +104,7 @@ def is_coco(ids: Iterable[str]) -> bool:
 def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> dict[str, Any] | None:
     """The Karpathy-shaped document (``--karpathy``, else built from the items) with CxC's
     ``cxc_scores``, from the release's own SITS files; ``None`` without SITS or COCO ids."""
-    sits = contents.pairs[contents.pairs["task_type"] == "SITS"]
+    sits = contents.pairs[contents.pairs["task_type"] == SITS.name]
     if sits.empty or not is_coco(sits["id_a"]):
         return None
     if request.karpathy is not None:

@@ -93,8 +93,13 @@ from crisscross.core.registry import OPTIONAL, Registry
 from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I, read_positives
 from crisscross.formats.manifest import is_release
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
+from crisscross.formats.schema import ordered_pair, threshold_votes
 from crisscross.scoring.metrics import Positives
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.sis import SIS
+from crisscross.tasktypes.sits import SITS
+from crisscross.tasktypes.sts import STS
+from crisscross.tasktypes.verify import VERIFY
 
 TASKS = (*DIRECTIONS, "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
@@ -314,7 +319,7 @@ def _read_rated(path: Path, task: str, rule: str) -> tuple[_Rated, list[Rejected
     """Read one CxC CSV (:mod:`crisscross.formats.cxc`), merge repeated pairs (mean), decide
     positives by ``rule``."""
     rows, rejected = read_cxc_file(path, task)
-    threshold = POSITIVE_THRESHOLDS[task]
+    threshold = task_type(task).scale.threshold
     keys = [ordered_pair(task, a, b) for a, b in zip(rows["id_a"], rows["id_b"], strict=True)]
     scores: dict[Pair, list[float]] = defaultdict(list)
     first_seen: dict[Pair, Pair] = {}  # file orientation: the first id is the rated pair's query
@@ -373,7 +378,7 @@ def load_cxc(
         rejected += bad
         original = frozenset(links.items())
         if original_rule == DROP_LOW_SITS:
-            rated = {ordered_pair("SITS", a, b) for a, b, _ in sits.ratings}
+            rated = {ordered_pair(SITS.name, a, b) for a, b, _ in sits.ratings}
             dropped = frozenset(p for p in original if p in rated and p not in sits.positives)
         t2i |= original - dropped
     if captions is None:
@@ -535,29 +540,31 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
             raise FileNotFoundError(f"no {path}: run the aggregate stage first (or name a release folder)")
         rows += pq.read_table(path, columns=["task_type", "id_a", "id_b", "agg_score", "positive", "simulated"]).to_pylist()
     path = ",".join(map(str, paths))
-    of = {kind: [r for r in rows if r["task_type"] == kind] for kind in ("STS", "SIS", "SITS")}
+    of: dict[str, list[dict[str, Any]]] = {STS.name: [], SIS.name: [], SITS.name: [], VERIFY.name: []}
+    for row in rows:
+        of.setdefault(row["task_type"], []).append(row)
     original: frozenset[Pair] = frozenset()
     rejected: list[Rejected] = []
     if captions is not None:
         links, rejected, _ = _coco_links(captions, "captions", any_scheme=True)
         original = frozenset(links.items())
-    verified = {(r["id_b"], r["id_a"]) for r in rows if r["task_type"] == "VERIFY" and r["positive"]}  # (image, caption) → (caption, image)
-    t2i = {(r["id_a"], r["id_b"]) for r in of["SITS"] if r["positive"]} | verified | original
+    verified = {(r["id_b"], r["id_a"]) for r in of[VERIFY.name] if r["positive"]}  # (image, caption) → (caption, image)
+    t2i = {(r["id_a"], r["id_b"]) for r in of[SITS.name] if r["positive"]} | verified | original
     truth = GroundTruth(
         name="release",
         i2t=frozenset((img, cap) for cap, img in t2i),
         t2i=frozenset(t2i),
-        t2t=_symmetric((r["id_a"], r["id_b"]) for r in of["STS"] if r["positive"]) | _cocaptions(original),
-        i2i=_symmetric((r["id_a"], r["id_b"]) for r in of["SIS"] if r["positive"]),
-        sts=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["STS"]),
-        sis=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["SIS"]),
-        sits=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of["SITS"]),
+        t2t=_symmetric((r["id_a"], r["id_b"]) for r in of[STS.name] if r["positive"]) | _cocaptions(original),
+        i2i=_symmetric((r["id_a"], r["id_b"]) for r in of[SIS.name] if r["positive"]),
+        sts=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of[STS.name]),
+        sis=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of[SIS.name]),
+        sits=tuple((r["id_a"], r["id_b"], r["agg_score"]) for r in of[SITS.name]),
         notes={
             "source": str(path),
             **({"simulated": "rated by SIMULATED raters, not people"} if any(r["simulated"] for r in rows) else {}),
         },
     )
-    return truth, _report(truth, rejected, rated_items={k: len(v) for k, v in of.items()}, verified_positives=len(verified))
+    return truth, _report(truth, rejected, rated_items={k: len(of[k]) for k in (STS.name, SIS.name, SITS.name)}, verified_positives=len(verified))
 
 
 GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")

@@ -34,28 +34,17 @@ from fastapi.security import APIKeyCookie
 from pydantic import BaseModel, ConfigDict, Field
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.instructions import _RATING_QUESTION, INSTRUCTIONS, RATING_CRITERIA, TRIPLE_MEANINGS, VERIFY_MEANINGS
-from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
 from crisscross.annotate.store import Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
 from crisscross.core.io import is_uri
-from crisscross.formats.schema import (
-    CHOOSE,
-    CHOOSE_NONE,
-    DEFAULT_RULES,
-    SCORE_MAX,
-    SCORE_MIN,
-    SITS,
-    VERIFY_ANSWERS,
-    VERIFY_TRIPLE,
-    JudgmentRules,
-    task_type,
-)
+from crisscross.formats.schema import DEFAULT_RULES, JudgmentRules
 from crisscross.serve import assets
-from crisscross.serve.examples import SCALE_LABELS, SIDE_LABELS, Example, ExampleSide, worked_examples
+from crisscross.serve.examples import worked_examples
 from crisscross.serve.security import BodyLimit, RateLimiter, SecurityHeaders, confined, csrf_ok, csrf_token, image_root, same_origin
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.base import AnswerError, Example, ExampleSide, Option
 
 SESSION_COOKIE = "crisscross_session"
 # Behind TLS the cookie takes the __Host- prefix: browsers then keep it only if it is Secure, for this host, on path /.
@@ -65,9 +54,6 @@ MAX_ANSWERS = 1000
 MAX_TEXT = 256  # characters of a batch id, an answer or a token: longer is none of them
 NO_NUL = r"^[^\x00]*$"  # no text the app takes holds NUL: PostgreSQL cannot store it, and no id or answer has one
 POSITION_MAX = 2**31 - 1  # positions are int32 in the tasks table and INTEGER in the store: a larger number is no position
-# CxC appendix: "since the SITS instructions are longer, they are shown when the annotator hovers
-# over the corresponding score".
-HOVER_DESCRIPTIONS = frozenset({SITS})
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
@@ -180,7 +166,7 @@ class Round:
         ]
         if images is not None and not os.path.isdir(images):
             raise InputError(f"no image folder {images}")
-        examples = worked_examples(catalog, {r.item_id for r in rows}, {i for r in rows for i in (r.id_a, r.id_b)})
+        examples = worked_examples(catalog, {frozenset((r.id_a, r.id_b)) for r in rows}, {i for r in rows for i in (r.id_a, r.id_b)})
         root = images if images is not None else image_root(list(catalog.paths.values()))
         return cls(catalog, root, examples, {(r.batch_id, r.position): r for r in rows}, seed)
 
@@ -193,13 +179,13 @@ class Round:
 
     def options(self, row: TaskRow) -> tuple[Option, ...]:
         """The item's options in the order shown, as the exports number them (its type's presentation)."""
-        return PRESENTATIONS[row.task_type].options(row.item_id, row.id_a, row.id_b, self.catalog, self.seed)
+        return task_type(row.task_type).options(row.item_id, row.id_a, row.id_b, self.catalog, self.seed)
 
     def canonical_answer(self, row: TaskRow, given: str | None) -> str | None:
         """An answer as the page gives it (an option's number, ``none``, ``both``, ``neither``) as the
         judgments table stores it (a caption id, target / decoy); :class:`Refused` otherwise."""
         try:
-            return PRESENTATIONS[row.task_type].canonical(given, self.options(row))
+            return task_type(row.task_type).canonical(given, self.options(row))
         except AnswerError as error:
             raise Refused(422, f"item {row.position} {error}") from None
 
@@ -214,62 +200,59 @@ def _example_side(side: ExampleSide, url: str) -> dict[str, str]:
 
 
 def _item_view(item: TaskRow, batch: str, round_: Round) -> dict[str, Any]:
-    """One item as the page shows it.  BISON: CHOOSE adds the target's captions by number (and
-    "none"); VERIFY-TRIPLE shows the caption and the two images in their seeded order (never which
-    one is the target) with the four answers."""
-    a = _side(item.id_a, f"/api/image/{item.position}/a?batch={batch}", round_.catalog)
-    if item.task_type == VERIFY_TRIPLE:
-        images = [{"image": f"/api/image/{item.position}/{k}?batch={batch}", "label": f"Image {k}"} for k in (1, 2)]
-        options = [{"answer": str(k), "text": f"Image {k}", "meaning": f"The caption describes image {k} only."} for k in (1, 2)]
-        options += [{"answer": answer, "text": answer, "meaning": TRIPLE_MEANINGS[answer]} for answer in ("both", "neither")]
-        return {"position": item.position, "a": a, "images": images, "options": options}
-    view = {"position": item.position, "a": a, "b": _side(item.id_b, f"/api/image/{item.position}/b?batch={batch}", round_.catalog)}
-    if item.task_type == CHOOSE:
-        captions = round_.options(item)
-        view["options"] = [{"answer": str(k), "text": round_.catalog.texts[c.shows]} for k, c in enumerate(captions, start=1)]
-        view["options"].append(
-            {"answer": CHOOSE_NONE, "text": "None of the above", "meaning": "Every caption also describes the other image."}
-        )
-    return view
+    """One item as the page shows it: its position and both sides, and whatever else its type
+    shows (BISON: CHOOSE the target's captions by number; VERIFY-TRIPLE the two images in their
+    seeded order, never which one is the target)."""
+
+    def image_url(side: str) -> str:
+        return f"/api/image/{item.position}/{side}?batch={batch}"
+
+    view = {
+        "position": item.position,
+        "a": _side(item.id_a, image_url("a"), round_.catalog),
+        "b": _side(item.id_b, image_url("b"), round_.catalog),
+    }
+    return task_type(item.task_type).page_item(view, round_.options(item), round_.catalog, image_url)
 
 
 def batch_view(assignment: Assignment, round_: Round, rules: JudgmentRules = DEFAULT_RULES) -> dict[str, Any]:
     """The batch as the rater page needs it.  Built field by field from what raters may see:
     nothing of the task rows is passed through whole.  ``max_seconds``: over it the page sends no
     time for an item (it was left open), since the store refuses such a time."""
-    kind = assignment.task_type
+    kind = task_type(assignment.task_type)
     batch = quote(assignment.batch_id, safe="")
-    summary, _, details = INSTRUCTIONS[kind].partition("\n\n")
+    summary, _, details = kind.instructions.partition("\n\n")
     view: dict[str, Any] = {
         "id": assignment.batch_id,
-        "task_type": kind,
+        "task_type": kind.name,
         "summary": summary,
         "instructions": details,
-        "question": _RATING_QUESTION.get(kind, ""),
-        "labels": list(SIDE_LABELS[kind]),
+        "question": kind.question,
+        "labels": list(kind.side_labels),
         "examples": [
             {
-                "a": _example_side(e.a, f"/api/example/{kind}/{n}/a"),
-                "b": _example_side(e.b, f"/api/example/{kind}/{n}/b"),
+                "a": _example_side(e.a, f"/api/example/{kind.name}/{n}/a"),
+                "b": _example_side(e.b, f"/api/example/{kind.name}/{n}/b"),
                 "verdict": e.verdict,
             }
-            for n, e in enumerate(round_.examples.get(kind, ()))
+            for n, e in enumerate(round_.examples.get(kind.name, ()))
         ],
         "items": [_item_view(item, batch, round_) for item in assignment.items],
         "max_seconds": rules.max_seconds,
     }
-    if task_type(kind).rated:
+    if kind.scale is not None:
         view["scale"] = {
-            "min": SCORE_MIN,
-            "max": SCORE_MAX,
-            "hover": kind in HOVER_DESCRIPTIONS,
+            "min": kind.scale.low,
+            "max": kind.scale.high,
+            "hover": kind.scale.hover,
             "points": [
-                {"score": score, "label": SCALE_LABELS[kind][score], "description": RATING_CRITERIA[kind][score]}
-                for score in sorted(SCALE_LABELS[kind])
+                {"score": score, "label": label, "description": criterion}
+                for score, (label, criterion) in sorted(kind.scale.points.items())
             ],
         }
-    elif kind not in (CHOOSE, VERIFY_TRIPLE):  # BISON items carry their own options
-        view["answers"] = [{"answer": a, "meaning": VERIFY_MEANINGS[a]} for a in VERIFY_ANSWERS]
+    answers = kind.batch_answers()
+    if answers is not None:
+        view["answers"] = answers
     return view
 
 
@@ -439,12 +422,11 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     ) -> Response:
         name, _ = who
         row = round_.tasks.get((batch, position)) if store.shows(name, batch, position, config.clock(), config.timeout) else None
-        sides = {"1": 0, "2": 1} if row is not None and row.task_type == VERIFY_TRIPLE else {"a": 0, "b": 1}
-        if row is None or side not in sides:
+        kind = task_type(row.task_type) if row is not None else None
+        sides = kind.image_sides() if kind is not None else {}
+        if row is None or kind is None or side not in sides:
             raise HTTPException(404, "no such image in your batch")
-        if row.task_type == VERIFY_TRIPLE:
-            return _image_file(round_.options(row)[sides[side]].shows, round_, "private, max-age=3600")
-        return _image_file(row.id_a if side == "a" else row.id_b, round_, "private, max-age=3600")
+        return _image_file(kind.page_images(row.id_a, row.id_b, round_.options(row))[sides[side]], round_, "private, max-age=3600")
 
     @api.get("/api/example/{kind}/{number}/{side}", response_class=Response, responses={200: _IMAGE, **_errors(401, 404, 422)})
     def example_image(

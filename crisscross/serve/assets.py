@@ -231,8 +231,8 @@ RATER_JS = """"use strict";
     return el("div", {class: "scale"}, [input, ticks, legend]);
   }
 
-  // VERIFY answers come with the batch; a BISON item brings its own options (CHOOSE: the target's
-  // captions by number, shown as text; VERIFY-TRIPLE: image 1, image 2, both, neither).
+  // A type's fixed answers come with the batch (VERIFY's four); an item may bring its own options
+  // (CHOOSE: the target's captions by number, shown as text; VERIFY-TRIPLE: image 1, image 2, both, neither).
   function choices(options, current) {
     return el("fieldset", {class: "answers"}, [
       el("legend", {class: "question", text: "Your answer"}),

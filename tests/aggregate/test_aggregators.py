@@ -19,7 +19,7 @@ from crisscross.aggregate.aggregators import (
     long_frame,
     require_kind,
 )
-from crisscross.formats.schema import VERIFY_ANSWERS
+from crisscross.tasktypes.names import VERIFY_ANSWERS
 
 YES, PARTLY, MOSTLY_NO, NO = VERIFY_ANSWERS
 

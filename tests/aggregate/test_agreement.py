@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from crisscross.aggregate.agreement import krippendorff_alpha
-from crisscross.formats.schema import VERIFY_ANSWERS
+from crisscross.tasktypes.names import VERIFY_ANSWERS
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the example with missing
 # values: 4 coders × 12 units, one row per coder, None = not coded.

@@ -10,7 +10,6 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.aggregate.bison import (
-    TRIPLE_VERIFIERS,
     Triple,
     accepted_triples,
     bison_json,
@@ -21,7 +20,8 @@ from crisscross.aggregate.bison import (
 from crisscross.aggregate.quality import rater_report
 from crisscross.aggregate.round import RoundSettings, aggregate_round
 from crisscross.embed.sets import EmbeddingSet, unit_rows
-from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE, item_id
+from crisscross.formats.schema import item_id
+from crisscross.tasktypes.names import CHOOSE, CHOOSE_NONE, TRIPLE_VERIFIERS, VERIFY_TRIPLE
 
 
 def judgment(kind: str, a: str, b: str, worker: str, answer: str) -> dict[str, object]:

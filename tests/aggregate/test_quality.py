@@ -11,7 +11,7 @@ from crisscross.aggregate.quality import (
     split_gold,
 )
 from crisscross.core.errors import ParamError
-from crisscross.formats.schema import VERIFY_ANSWERS
+from crisscross.tasktypes.names import VERIFY_ANSWERS
 
 YES, PARTLY, MOSTLY_NO, NO = VERIFY_ANSWERS
 RULES = {"min_judgments": 4, "min_gold_items": 2}
@@ -158,8 +158,11 @@ def test_rules_from_params():
     [
         (lambda j: j.drop(columns="seconds"), r"judgments lack column\(s\) seconds"),
         (lambda j: j.assign(task_type="XYZ"), r"unknown task type\(s\) \['XYZ'\]"),
-        (lambda j: j.assign(score=np.where(j["task_type"] == "STS", 6.0, np.nan)), r"24 rating judgments have no score in \[0, 5\]"),
-        (lambda j: j.assign(answer=j["answer"].replace(NO, "nope")), r"1 VERIFY judgments have no answer among"),
+        (lambda j: j.assign(score=np.where(j["task_type"] == "STS", 6.0, np.nan)), r"\d+ STS judgments have no score in \[0, 5\]"),
+        (
+            lambda j: j.assign(answer=j["answer"].replace(NO, "nope")),
+            r"1 VERIFY judgments have an answer that is not one of the four answers",
+        ),
         (lambda j: pd.concat([j, j.iloc[:1]]), r"1 judgments repeat a \(worker, item\) pair, e.g. worker '[a-d]' on item '[gvi0-9+-]+'"),
     ],
 )

@@ -18,28 +18,21 @@ import yaml
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.exports import ExportError, export_tasks
 from crisscross.annotate.formats import JUDGMENT_FORMATS
-from crisscross.annotate.instructions import INSTRUCTIONS
-from crisscross.annotate.simulate import DEFAULT_ANCHORS, Panel, Reference, Simulate, SimulateParams, cosine_to_score
+from crisscross.annotate.simulate import Panel, Reference, Simulate, SimulateParams
 from crisscross.annotate.store import Answer, Refused, TaskRow, check_answers
 from crisscross.annotate.tasks import GoldError, TaskParams, build_tasks, items_from_candidates, make_batches
 from crisscross.annotate.validate import _Refused, _value, validate
 from crisscross.candidates.bison import CHOSEN_METHOD, DECOY_METHOD
 from crisscross.core import io as cio
 from crisscross.core.rng import generator
-from crisscross.formats.schema import (
-    ANSWER_RULES,
-    CHOOSE,
-    CHOOSE_NONE,
-    DEFAULT_RULES,
-    TASK_TYPES,
-    TRIPLE_ANSWERS,
-    TRIPLE_TARGET,
-    VERIFY_TRIPLE,
-    decoy_first,
-    item_id,
-)
+from crisscross.formats.schema import DEFAULT_RULES, item_id
+from crisscross.tasktypes import task_type, task_types
+from crisscross.tasktypes.base import cosine_to_score
+from crisscross.tasktypes.names import CHOOSE, CHOOSE_NONE, TASK_TYPES, TRIPLE_ANSWERS, TRIPLE_TARGET, VERIFY_TRIPLE, decoy_first
 
 SEED = 20260701
+
+INSTRUCTIONS = {kind.name: kind.instructions for kind in task_types()}
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +162,7 @@ def test_the_simulated_panel_chooses_discriminative_captions_and_verifies_them(d
         options = list(catalog.captions_of(row.id_a))
         to_t, _ = reference.pair_cosines(("cap", "img"), options, [row.id_a] * len(options))
         to_d, _ = reference.pair_cosines(("cap", "img"), options, [row.id_b] * len(options))
-        margin = cosine_to_score(to_t - to_d, *DEFAULT_ANCHORS[CHOOSE])  # clipped at 5: ties go to the first caption
+        margin = cosine_to_score(to_t - to_d, *task_type(CHOOSE).anchors)  # clipped at 5: ties go to the first caption
         assert row.answer == (options[int(np.argmax(margin))] if margin.max() >= 2.5 else CHOOSE_NONE)
     assert (chose["answer"] != CHOOSE_NONE).mean() > 0.5
     triple = j[j["task_type"] == VERIFY_TRIPLE]
@@ -222,8 +215,8 @@ def test_one_answer_rule_serves_import_and_the_rater_store() -> None:
     assert _value({"answer": "NONE"}, CHOOSE, DEFAULT_RULES) == (None, CHOOSE_NONE)
     assert _value({"answer": "Target"}, VERIFY_TRIPLE, DEFAULT_RULES) == (None, TRIPLE_TARGET)
     for kind, (a, b), wrong in ((CHOOSE, ("x:img:1", "x:img:2"), "x:img:1"), (VERIFY_TRIPLE, ("x:cap:1", "x:img:2"), "image 1")):
-        with pytest.raises(_Refused, match=ANSWER_RULES[kind].wanted):
+        with pytest.raises(_Refused, match=task_type(kind).wanted):
             _value({"answer": wrong}, kind, DEFAULT_RULES)
         row = TaskRow("b1", 1, item_id(kind, a, b), kind, a, b, "none")
-        with pytest.raises(Refused, match=ANSWER_RULES[kind].wanted):
+        with pytest.raises(Refused, match=task_type(kind).wanted):
             check_answers([row], [Answer(1, None, wrong, 3.0)])

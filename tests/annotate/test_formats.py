@@ -29,17 +29,9 @@ from crisscross.annotate.tasks import (
 from crisscross.annotate.validate import validate
 from crisscross.candidates.cxc import C2C_COCAPTION, cocaption_pairs
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean
-from crisscross.formats.schema import (
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SIS,
-    SITS,
-    STS,
-    VERIFY,
-    VERIFY_ANSWERS,
-    item_id,
-    task_type,
-)
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, item_id
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.names import SIS, SITS, STS, VERIFY, VERIFY_ANSWERS
 
 REPLICAS = 3
 WORKERS = [f"W{r}" for r in range(REPLICAS)]

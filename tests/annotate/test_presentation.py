@@ -9,10 +9,14 @@ import pytest
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.exports import batches
-from crisscross.annotate.presentation import PRESENTATIONS, AnswerError, Option
 from crisscross.annotate.store import TaskRow
-from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, NOT_GOLD, TASK_TYPES, TRIPLE_DECOY, TRIPLE_TARGET, VERIFY_TRIPLE, item_id
+from crisscross.formats.schema import NOT_GOLD, item_id
 from crisscross.serve.app import Round
+from crisscross.tasktypes import task_types
+from crisscross.tasktypes.base import AnswerError, Option
+from crisscross.tasktypes.names import CHOOSE, CHOOSE_NONE, TASK_TYPES, TRIPLE_DECOY, TRIPLE_TARGET, VERIFY_TRIPLE
+
+PRESENTATIONS = {kind.name: kind for kind in task_types()}  # each type presents its own items
 
 
 def cap(i: int) -> str:

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.instructions import INSTRUCTIONS, RATING_CRITERIA
 from crisscross.annotate.tasks import (
     ITEMS_SCHEMA,
     SAMPLING_GOLD,
@@ -29,20 +28,14 @@ from crisscross.annotate.tasks import (
     verify_items,
 )
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.formats.schema import (
-    GOLD_NEGATIVE,
-    GOLD_POSITIVE,
-    SIS,
-    SITS,
-    STS,
-    TASK_TYPES,
-    TASKS_SCHEMA,
-    VERIFY,
-    VERIFY_ANSWERS,
-    item_id,
-)
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, TASKS_SCHEMA, item_id
+from crisscross.tasktypes import task_types
+from crisscross.tasktypes.names import SIS, SITS, STS, TASK_TYPES, VERIFY, VERIFY_ANSWERS
 
 N_IMAGES = 40
+
+INSTRUCTIONS = {kind.name: kind.instructions for kind in task_types()}
+RATING_CRITERIA = {kind.name: {k: text for k, (_, text) in kind.scale.points.items()} for kind in task_types() if kind.scale}
 
 
 def image(i: int) -> str:

@@ -15,16 +15,8 @@ from hypothesis import strategies as st
 
 from crisscross.annotate.formats import JUDGMENT_FORMATS, RawJudgment
 from crisscross.annotate.validate import REASONS, parse_time, summary, validate
-from crisscross.formats.schema import (
-    CHOOSE,
-    JUDGMENTS_SCHEMA,
-    SIS,
-    SITS,
-    STS,
-    TASKS_SCHEMA,
-    VERIFY,
-    item_id,
-)
+from crisscross.formats.schema import JUDGMENTS_SCHEMA, TASKS_SCHEMA, item_id
+from crisscross.tasktypes.names import CHOOSE, SIS, SITS, STS, VERIFY
 
 C1, C2, C3 = "t:cap:1", "t:cap:2", "t:cap:3"
 I1, I2 = "t:img:1", "t:img:2"

@@ -18,7 +18,8 @@ from crisscross.beam.bison import AssembleBison, BisonInputs
 from crisscross.beam.decoys import FindDecoys
 from crisscross.candidates.bison import Chosen, DecoySettings
 from crisscross.embed.sets import COCAPTION_MEAN, EmbeddingSet, set_dir
-from crisscross.formats.schema import CHOOSE, VERIFY_TRIPLE, item_id
+from crisscross.formats.schema import item_id
+from crisscross.tasktypes.names import CHOOSE, VERIFY_TRIPLE
 
 
 def write_items(root: Path) -> Path:

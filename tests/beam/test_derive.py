@@ -13,7 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import CaptionIndex, DeriveSettings, derive_all, rated_pair
-from crisscross.formats.schema import SIS, STS
+from crisscross.tasktypes.names import SIS, STS
 
 CAPTIONS = {1: (11, 12), 2: (21, 22), 3: (31,), 4: (41, 42, 43)}
 CAPTION_ROWS = [{"caption_id": f"coco:cap:{c}", "image_id": f"coco:img:{i}", "text": "t"} for i, cs in CAPTIONS.items() for c in cs]

@@ -23,7 +23,7 @@ from crisscross.campaign.plan import (
 )
 from crisscross.core.errors import InputError
 from crisscross.formats.plan import PLAN_FILE, read_plan
-from crisscross.formats.schema import SIS, STS
+from crisscross.tasktypes.names import SIS, STS
 
 SEED = 3
 RATER_SD, ITEM_SD, MEAN = 0.8, 1.2, 2.4

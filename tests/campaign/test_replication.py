@@ -23,7 +23,7 @@ from crisscross.campaign.replication import (
 )
 from crisscross.core.errors import ParamError
 from crisscross.core.settings import settings_from_params
-from crisscross.formats.schema import SIS, STS
+from crisscross.tasktypes.names import SIS, STS
 
 SD = {STS: 0.84, SIS: 0.84}
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from crisscross.campaign.replication import THRESHOLD, ReplicationSettings
 from crisscross.campaign.topup import item_status, raters_for, round_status, topup_tasks
-from crisscross.formats.schema import STS
+from crisscross.tasktypes.names import STS
 
 
 def round_tasks() -> pd.DataFrame:

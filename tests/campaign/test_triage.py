@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import binomtest
 from sklearn.linear_model import LogisticRegression
 
-from crisscross.campaign.signals import SAME_IMAGE, TextSpace, pair_signals
+from crisscross.campaign.signals import TextSpace, pair_signals
 from crisscross.campaign.triage import (
     NEGATIVE,
     POSITIVE,
@@ -26,7 +26,8 @@ from crisscross.campaign.triage import (
     logistic_fit,
     triage,
 )
-from crisscross.formats.schema import SIS, SITS, STS
+from crisscross.tasktypes.base import SAME_IMAGE
+from crisscross.tasktypes.names import SIS, SITS, STS
 
 SEED = 7
 

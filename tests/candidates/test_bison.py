@@ -21,7 +21,7 @@ from crisscross.candidates.bison import (
 )
 from crisscross.core.quarantine import Rejected
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.formats.schema import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE
+from crisscross.tasktypes.names import CHOOSE, CHOOSE_NONE, VERIFY_TRIPLE
 
 
 def image(i: str, path: str | None = None) -> dict[str, object]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crisscross.annotate.tasks import METHOD_PREFIX_TASK_TYPE
+from crisscross.annotate.tasks import _method_task_type
 from crisscross.candidates.c2i import (
     BOTH,
     C2I_INTRASIM,
@@ -36,7 +36,8 @@ from crisscross.candidates.c2i import (
 from crisscross.core.ids import split_id
 from crisscross.core.quarantine import Rejected
 from crisscross.formats.cxc import read_cxc_file
-from crisscross.formats.schema import SIS, SITS, STS, TASK_TYPE_INFO
+from crisscross.tasktypes import task_type
+from crisscross.tasktypes.names import SIS, SITS, STS
 
 
 def img(n: int) -> str:
@@ -184,9 +185,9 @@ def test_bad_rows_are_rejected_with_reasons() -> None:
 def test_table_orientation_is_what_the_tasks_stage_reads_as_sits() -> None:
     kept, _, _ = derive_all([sts(11, 21, 4.0)], INDEX, DeriveSettings(quota=2), 0)
     table = candidates_table(kept)
-    assert METHOD_PREFIX_TASK_TYPE["c2i_"] == SITS
+    assert _method_task_type("c2i_intrasim") == SITS
     for row in table.to_pylist():
-        assert (split_id(row["id1"])[1], split_id(row["id2"])[1]) == TASK_TYPE_INFO[SITS].kinds
+        assert (split_id(row["id1"])[1], split_id(row["id2"])[1]) == task_type(SITS).kinds
         assert row["image1"] == INDEX.image_of[row["id1"]] and row["image2"] == row["id2"]
     assert row["published1"].startswith("COCO_val2014:sentid:") and row["published2"].endswith(".jpg")
     lines = sits_csv(kept).decode().splitlines()

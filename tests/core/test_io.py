@@ -278,7 +278,8 @@ def test_frame_csv_bytes_guards_the_aggregate_raters_table():
     import pandas as pd
 
     from crisscross.aggregate.quality import rater_report
-    from crisscross.formats.schema import JUDGMENTS_SCHEMA, STS, TASKS_SCHEMA, item_id
+    from crisscross.formats.schema import JUDGMENTS_SCHEMA, TASKS_SCHEMA, item_id
+    from crisscross.tasktypes.names import STS
 
     items = [item_id(STS, f"t:cap:{i}", f"t:cap:{i + 10}") for i in range(4)]
     judgment = {"task_type": STS, "id_a": "a", "id_b": "b", "answer": None, "seconds": 5.0, "time": None, "batch_id": "b1"}

@@ -10,8 +10,8 @@ from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.signals import TextSpace
 from crisscross.campaign.triage import TO_PEOPLE, TriageSettings, triage
 from crisscross.core import io
-from crisscross.formats.schema import POSITIVE_THRESHOLDS, SIS, SITS, STS
 from crisscross.ingest.records import caption_images
+from crisscross.tasktypes.names import POSITIVE_THRESHOLDS, SIS, SITS, STS
 
 
 @pytest.mark.xdist_group("karpathy")

@@ -11,8 +11,8 @@ import pytest
 
 from crisscross.annotate.providers import judgments_table
 from crisscross.core import io
-from crisscross.formats.schema import SIS, STS
 from crisscross.pipelines.cli import main as cli
+from crisscross.tasktypes.names import SIS, STS
 
 
 def write_pilot(folder: Path, simulated: bool = False, timed: bool = True) -> Path:

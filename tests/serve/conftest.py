@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +12,7 @@ import pytest
 from PIL import Image
 
 from crisscross.annotate.store import Store
-from tests.serve.round import COLOURS, MARKUP, Clock, RoundFiles, cap, free_port, img, make_app, make_store, tasks_table
+from tests.serve.round import COLOURS, MARKUP, Clock, RoundFiles, cap, img, make_app, make_store, served, tasks_table
 
 
 @pytest.fixture(scope="session")
@@ -48,24 +46,11 @@ class LiveServer:
     url: str
     store: Store
     server: Any
-    thread: threading.Thread
 
 
 @pytest.fixture
 def live_server(database: str, round_files: RoundFiles) -> Iterator[LiveServer]:
     """The app under uvicorn on a free loopback port, in a thread of this process, on each backend."""
-    import uvicorn
-
     store = make_store(database)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(store, round_files), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start within 20 s")
-        time.sleep(0.05)
-    yield LiveServer(f"http://127.0.0.1:{port}", store, server, thread)
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(make_app(store, round_files)) as (url, server):
+        yield LiveServer(url, store, server)

@@ -5,6 +5,10 @@ to build the store and the app over them."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,3 +117,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def served(app: Any) -> Iterator[tuple[str, Any]]:
+    """``app`` under uvicorn on a free loopback port, in a thread of this process: (its URL, the server)."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start within 20 s")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}", server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

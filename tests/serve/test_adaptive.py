@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from crisscross.annotate.store import Answer, Store
 from crisscross.campaign.replication import ReplicationSettings, decide
-from crisscross.formats.schema import POSITIVE_THRESHOLDS
 from crisscross.pipelines import serve
 from crisscross.serve.app import CSRF_HEADER
+from crisscross.tasktypes.names import POSITIVE_THRESHOLDS
 from tests.serve.round import Clock, RoundFiles, browser, make_app, tasks_table
 
 NOW = 1_800_000_000.0

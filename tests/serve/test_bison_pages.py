@@ -4,8 +4,6 @@ and a rater doing both in a real headless Chromium, captions shown as text, neve
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +14,10 @@ import yaml
 
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.store import Store
-from crisscross.formats.schema import CHOOSE, NOT_GOLD, TASKS_SCHEMA, VERIFY_TRIPLE, decoy_first, item_id
+from crisscross.formats.schema import NOT_GOLD, TASKS_SCHEMA, item_id
 from crisscross.serve.app import CSRF_HEADER, AppConfig, Round, create_app
-from tests.serve.round import MARKUP, RoundFiles, browser, cap, free_port, img
+from crisscross.tasktypes.names import CHOOSE, VERIFY_TRIPLE, decoy_first
+from tests.serve.round import MARKUP, RoundFiles, browser, cap, img, served
 from tests.serve.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 NOW = 1_800_000_000.0
@@ -102,19 +101,9 @@ def test_the_page_gets_options_by_number_and_answers_are_stored_canonically(data
 
 @pytest.fixture
 def bison_server(database: str, round_files: RoundFiles) -> Iterator[tuple[str, Store]]:
-    import uvicorn
-
     store, app = bison_app(database, round_files)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start within 20 s"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}", store
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(app) as (url, _):
+        yield url, store
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: run tools/install-system-test-deps")
