@@ -41,7 +41,7 @@ ECCV positive): a pair the combined SITS truth adds is added, one it drops is re
 an original COCO pair (the package does not say which of them ECCV's raters verified too, so this
 is the most the change can remove).
 
-**Figures under both truths.** CxC's bootstrap Spearman (:func:`crisscross.scoring.metrics.bootstrap_spearman`,
+**Figures under both truths.** CxC's bootstrap Spearman (:func:`crisscross.scoring.paired.bootstrap_spearman`,
 1,000 samples; ``--quick`` 200) of each embedded encoder: STS by the caption vectors, SIS by the
 co-caption means (and ``efficientnet-lite0`` on the demo, whose 97 images all have pixels; the
 Karpathy split has pixels for 370 of 5,000 images, so no image encoder there), SITS by the
@@ -92,8 +92,9 @@ from crisscross.formats.eccv import DIRECTIONS, I2T, T2I
 from crisscross.formats.schema import POSITIVE_THRESHOLDS, RATING_TYPES, SIS, SITS, STS, VERIFY, VERIFY_ANSWERS, VERIFY_POSITIVE
 from crisscross.ingest.records import caption_images
 from crisscross.pipelines import embed, ingest
-from crisscross.scoring.metrics import PositiveRanks, bootstrap_spearman, map_at_r, r_precision
 from crisscross.scoring.models import EmbeddingModel, Gallery
+from crisscross.scoring.paired import bootstrap_spearman
+from crisscross.scoring.retrieval import PositiveRanks, map_at_r, r_precision
 from crisscross.scoring.truths import load_eccv
 
 if TYPE_CHECKING:

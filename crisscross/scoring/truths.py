@@ -8,7 +8,7 @@ retrieval tasks, each pair written ``(query, gallery)``:
 and the graded human ratings used for correlation (CxC §5): ``sts`` (caption, caption, score),
 ``sis`` (image, image, score), ``sits`` (caption, image, score); each rated pair keeps the
 orientation of its first row, whose first id is the *query* the bootstrap correlation samples
-(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.scoring.metrics.Positives` for a concrete score matrix.
+(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.scoring.retrieval.Positives` for a concrete score matrix.
 
 Loaders are chosen by name from :data:`GROUND_TRUTHS` and return ``(GroundTruth, report)``; the
 report counts pairs per task and duplicates resolved, and lists every unparseable record as a
@@ -94,7 +94,7 @@ from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I, read_positives
 from crisscross.formats.manifest import is_release
 from crisscross.formats.schema import POSITIVE_THRESHOLDS, ordered_pair, threshold_votes
-from crisscross.scoring.metrics import Positives
+from crisscross.scoring.retrieval import Positives
 
 TASKS = (*DIRECTIONS, "t2t", "i2i")
 RATINGS = ("sts", "sis", "sits")
