@@ -67,9 +67,6 @@ positive outside it is counted in ``missing_positives``); ``compat`` counts ever
 query, so one outside the gallery lowers mAP@R and R-Precision (it can never be retrieved) —
 literally, also on the 1K folds and on a model's covered sub-gallery, where ``eccv-gallery`` is
 the meaningful reading.  R@K, ranks and ``missing_positives`` are the same under both.
-
-Its length is one loader per ground-truth source (COCO, CxC, ECCV, a release, a rated folder) and
-the R rule they share; a new source adds a registered loader here.
 """
 
 from __future__ import annotations
