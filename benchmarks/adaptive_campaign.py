@@ -41,7 +41,7 @@ ECCV positive): a pair the combined SITS truth adds is added, one it drops is re
 an original COCO pair (the package does not say which of them ECCV's raters verified too, so this
 is the most the change can remove).
 
-**Figures under both truths.** CxC's bootstrap Spearman (:func:`crisscross.scoring.metrics.bootstrap_spearman`,
+**Figures under both truths.** CxC's bootstrap Spearman (:func:`crisscross.scoring.paired.bootstrap_spearman`,
 1,000 samples; ``--quick`` 200) of each embedded encoder: STS by the caption vectors, SIS by the
 co-caption means (and ``efficientnet-lite0`` on the demo, whose 97 images all have pixels; the
 Karpathy split has pixels for 370 of 5,000 images, so no image encoder there), SITS by the
@@ -81,7 +81,7 @@ from crisscross.aggregate.positives import variant_positives, variant_ranks
 from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.replication import THRESHOLD, ReplicationSettings, rater_sd_from_repeats, replication_decisions
 from crisscross.campaign.signals import TextSpace
-from crisscross.campaign.triage import POSITIVE, TO_PEOPLE, TriageSettings, triage
+from crisscross.campaign.triage import LEFT_TO_PEOPLE, POSITIVE, TriageSettings, triage
 from crisscross.candidates.annotators import text_proxy_model
 from crisscross.core import io as cio
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
@@ -91,8 +91,9 @@ from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.formats.eccv import DIRECTIONS, I2T, T2I
 from crisscross.ingest.records import caption_images
 from crisscross.pipelines import embed, ingest
-from crisscross.scoring.metrics import PositiveRanks, bootstrap_spearman, map_at_r, r_precision
 from crisscross.scoring.models import EmbeddingModel, Gallery
+from crisscross.scoring.paired import bootstrap_spearman
+from crisscross.scoring.retrieval import PositiveRanks, map_at_r, r_precision
 from crisscross.scoring.truths import load_eccv
 from crisscross.tasktypes.names import POSITIVE_THRESHOLDS, RATING_TYPES, SIS, SITS, STS, VERIFY, VERIFY_ANSWERS, VERIFY_POSITIVE
 
@@ -333,15 +334,15 @@ def combine(pairs: pd.DataFrame, rated: pd.DataFrame, spaces, image_of, settings
     ``machine_pos`` and the combined campaign's columns of ``pairs`` (in place)."""
     import numpy as np
 
-    people = dict(zip(rated["item_id"], rated["adaptive_pos"].astype(bool), strict=True))  # triage reads the audit's only
-    scores = dict(zip(rated["item_id"], rated["adaptive_mean"], strict=True))
+    people_positive = dict(zip(rated["item_id"], rated["adaptive_pos"].astype(bool), strict=True))  # triage reads the audit's only
+    people_score = dict(zip(rated["item_id"], rated["adaptive_mean"], strict=True))
     began = time.perf_counter()
-    done = triage(rated[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, SEED, scores)
+    done = triage(rated[["item_id", "task_type", "id_a", "id_b"]], people_positive, spaces, image_of, settings, SEED, people_score)
     seconds = time.perf_counter() - began
     d = done.decisions.set_index("item_id").reindex(pairs["item_id"])
     pairs["audit"] = d["audit"].eq(True).to_numpy()
-    label = d["label"].fillna(TO_PEOPLE).astype(int).to_numpy()
-    pairs["machine"] = ~pairs["audit"].to_numpy() & (label != TO_PEOPLE)
+    label = d["label"].fillna(LEFT_TO_PEOPLE).astype(int).to_numpy()
+    pairs["machine"] = ~pairs["audit"].to_numpy() & (label != LEFT_TO_PEOPLE)
     pairs["machine_pos"] = label == POSITIVE
     machine = pairs["machine"].to_numpy()
     pairs["combined_pos"] = np.where(machine, pairs["machine_pos"], pairs["adaptive_pos"]).astype(bool)

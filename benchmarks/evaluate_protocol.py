@@ -78,7 +78,6 @@ from benchmarks.reference import (
 )
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.scoring.metrics import Positives, pmrp, ranks_of_positives
 from crisscross.scoring.models import ALL, FOLDS, RATING_KINDS, TASK_KINDS, EmbeddingModel, Gallery
 from crisscross.scoring.protocol import (
     Settings,
@@ -91,6 +90,7 @@ from crisscross.scoring.protocol import (
     evaluate_retrieval,
     label_matrix,
 )
+from crisscross.scoring.retrieval import Positives, pmrp, ranks_of_positives
 from crisscross.scoring.truths import GroundTruth
 
 NAME = "evaluate_protocol"
@@ -334,7 +334,7 @@ def timed_pmrp(data: Protocol, threads: int | None) -> float:
 
 def ours_pmrp(data: Protocol, quick: bool) -> dict[str, Any]:
     """Every task's PMRP as ``evaluate`` computes it, on every core (timed) and on one thread (timed
-    apart: the cost per core); then ``metrics.pmrp`` on the subsample's score rows, for the
+    apart: the cost per core); then ``retrieval.pmrp`` on the subsample's score rows, for the
     comparison with the reference (timed apart)."""
     seconds = timed_pmrp(data, None)
     one_thread = timed_pmrp(data, 1)

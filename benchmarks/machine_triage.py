@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks import save_result
 from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.signals import TextSpace
-from crisscross.campaign.triage import TO_PEOPLE, TriageSettings, triage
+from crisscross.campaign.triage import LEFT_TO_PEOPLE, TriageSettings, triage
 from crisscross.core import io as cio
 from crisscross.ingest.records import caption_images
 from crisscross.pipelines import embed, ingest
@@ -93,14 +93,16 @@ def measure(split: str, encoders: tuple[str, ...], designs: tuple[TriageSettings
     release = load_cxc_release(SHARED_DATA / "cxc", split)
     pairs = release.items.to_pandas().drop_duplicates("item_id")[["item_id", "task_type", "id_a", "id_b"]]
     score = release.judgments.to_pandas().groupby("item_id")["score"].mean()
-    people = {item: bool(score[item] >= POSITIVE_THRESHOLDS[kind]) for item, kind in zip(pairs["item_id"], pairs["task_type"], strict=True)}
+    people_positive = {
+        item: bool(score[item] >= POSITIVE_THRESHOLDS[kind]) for item, kind in zip(pairs["item_id"], pairs["task_type"], strict=True)
+    }
     rows = []
     for settings in designs:
         started = time.perf_counter()
-        done = triage(pairs, people, spaces, image_of, settings, SEED)
+        done = triage(pairs, people_positive, spaces, image_of, settings, SEED)
         triage_s = time.perf_counter() - started
         d = done.decisions
-        d["people"] = d["item_id"].map(people)
+        d["people"] = d["item_id"].map(people_positive)
         design = f"{settings.audit_share:.0%} audit, {settings.turns} turn{'s' * (settings.turns > 1)}"
         print(f"  {split}, {design}: ingest + embed {prepared_s:.0f}s, triage of {len(d):,} pairs {triage_s:.1f}s", flush=True)
         rows += [
@@ -115,7 +117,7 @@ def row(split: str, design: str, kind: str, d: pd.DataFrame, fits: list[dict[str
     from scipy.stats import binomtest  # after crisscross: the numeric policy is set before numpy loads
 
     rest = d[~d["audit"]]
-    machine = rest[rest["label"] != TO_PEOPLE]
+    machine = rest[rest["label"] != LEFT_TO_PEOPLE]
     agree = int((machine["label"].astype(bool) == machine["people"]).sum())
     interval = binomtest(agree, len(machine)).proportion_ci(confidence_level=0.95, method="exact") if len(machine) else None
     human = int(d["audit"].sum()) + len(rest) - len(machine)

@@ -1,12 +1,12 @@
 """Straightforward per-query reference implementations of the metrics: one query, one sample at a
 time, written to be obviously right rather than fast.  The tests check the vectorised code in
-:mod:`crisscross.scoring.metrics` against them, and the evaluation benchmark times them beside it."""
+:mod:`crisscross.scoring.retrieval` and :mod:`crisscross.scoring.paired` against them, and the evaluation benchmark times them beside it."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from crisscross.scoring.metrics import BOOTSTRAP_CHUNK, spearman
+from crisscross.scoring.paired import BOOTSTRAP_CHUNK, spearman
 
 
 def reference_ranks(scores: np.ndarray, mask: np.ndarray, exclude_self: np.ndarray | None) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ import apache_beam as beam
 import pyarrow as pa
 
 from crisscross.beam.triage import TriageRound
-from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE, TriagedRound, TriageSettings
+from crisscross.campaign.triage import DECIDED_BY_MACHINE, DECIDED_BY_PEOPLE, UNDECIDED, TriagedRound, TriageSettings
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, local_paths, parse_args, require, run_stage, write_quarantine
@@ -77,18 +77,18 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         facts = {
             "items": len(rows),
             "audit": int(rows["audit"].sum()),
-            PEOPLE: int(by.get(PEOPLE, 0)),
-            MACHINE: int(by.get(MACHINE, 0)),
-            OPEN: int(by.get(OPEN, 0)),
+            DECIDED_BY_PEOPLE: int(by.get(DECIDED_BY_PEOPLE, 0)),
+            DECIDED_BY_MACHINE: int(by.get(DECIDED_BY_MACHINE, 0)),
+            UNDECIDED: int(by.get(UNDECIDED, 0)),
             "checked": len(checked),
             "checked_agree": int(checked.astype(bool).sum()),
             "machine_by_turn": {
-                str(t): int(n) for t, n in rows.loc[rows["decided_by"] == MACHINE, "turn"].value_counts().sort_index().items()
+                str(t): int(n) for t, n in rows.loc[rows["decided_by"] == DECIDED_BY_MACHINE, "turn"].value_counts().sort_index().items()
             },
             "cuts": [turn["cuts"] for turn in fits.get(kind, [])],
         }
         per_type[kind] = facts
-        line = f"{facts['items']:,} items: audit {facts['audit']:,}; people {facts[PEOPLE]:,}, machine {facts[MACHINE]:,}, open {facts[OPEN]:,}"
+        line = f"{facts['items']:,} items: audit {facts['audit']:,}; people {facts[DECIDED_BY_PEOPLE]:,}, machine {facts[DECIDED_BY_MACHINE]:,}, open {facts[UNDECIDED]:,}"
         if len(fits.get(kind, [])) > 1:
             line += f" (machine labels by turn {facts['machine_by_turn']})"
         if facts["checked"]:

@@ -2,7 +2,7 @@
 
 ``python tools/dvc_code_deps.py`` says which stages of ``dvc.yaml`` and ``workflows/*/dvc.yaml``
 list other code than they run; ``--write`` rewrites those lists in place (data deps, params and
-comments are kept).  ``tests/test_dvc_deps.py`` fails while they differ.
+comments are kept).  ``tests/tools/test_dvc_code_deps.py`` fails while they differ.
 
 A stage's code is the import closure of its command module (``crisscross <stage>`` →
 ``pipelines/<stage>.py``): every ``import`` statement followed, those inside functions too, since

@@ -32,8 +32,9 @@ from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published, split_id
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.settings import setting
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I
-from crisscross.scoring.metrics import PositiveRanks, kendall_tau_b, map_at_r, r_precision, ranks_of_positives
 from crisscross.scoring.models import MODEL_SPEC, SCORE_BLOCK_ELEMENTS, Gallery, Model
+from crisscross.scoring.paired import kendall_tau_b
+from crisscross.scoring.retrieval import PositiveRanks, map_at_r, r_precision, ranks_of_positives
 from crisscross.scoring.truths import GroundTruth
 from crisscross.tasktypes.verify import VERIFY
 

@@ -25,9 +25,6 @@ Rules the store keeps, whatever the web layer does:
   batch's gold and the items still open when it is made, and records the ones it withholds, so the
   submit takes exactly what was shown (an item closed in between is still stored: a judgment people
   made is never dropped).  A batch whose rated items are all closed is done: never handed out again.
-
-Its length is the whole database in one place: one schema for both backends and every
-assignment rule, so the web layer cannot bend them.
 """
 
 from __future__ import annotations

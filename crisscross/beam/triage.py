@@ -33,8 +33,8 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
     tasks = io.read_parquet(inputs["tasks"]).to_pandas()
     image_of = caption_images(io.read_parquet(io.join(inputs["items"], "captions.parquet")))
     spaces = [TextSpace.read(inputs["embeddings"], encoder, image_of) for encoder in settings.encoders]
-    people: dict[str, bool] = {}
-    scores: dict[str, float] = {}
+    people_positive: dict[str, bool] = {}
+    people_score: dict[str, float] = {}
     rejected = []
     simulated = False  # whether the labels the machine learnt from came from a simulated panel
     for path in inputs["rated"]:
@@ -42,17 +42,17 @@ def run_triage(inputs: dict[str, Any], settings: TriageSettings, seed: int) -> l
         simulated |= bool(rated["simulated"].any()) if "simulated" in rated else False
         graded = rated["agg_score"] if "agg_score" in rated else pd.Series(np.nan, index=rated.index)  # a labels-only table has none
         for item, positive, score in zip(rated["item_id"], rated["positive"], graded, strict=True):
-            people[item] = bool(positive)
-            scores[item] = float(score)
-    unknown = sorted(set(people) - set(tasks["item_id"]))
+            people_positive[item] = bool(positive)
+            people_score[item] = float(score)
+    unknown = sorted(set(people_positive) - set(tasks["item_id"]))
     for item in unknown:
         rejected.append(
             reject(
                 "rated", item, "not-in-tasks", "a rated item the round's tasks do not hold", ",".join(inputs["rated"]), {"item_id": item}
             )
         )
-        del people[item], scores[item]
-    done = triage_round(tasks, people, spaces, image_of, settings, seed, scores)
+        del people_positive[item], people_score[item]
+    done = triage_round(tasks, people_positive, spaces, image_of, settings, seed, people_score)
     return [replace(done, machine_labels=done.machine_labels.assign(simulated_audit=simulated)), *rejected]
 
 

@@ -38,7 +38,7 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 
-POSITIVE, NEGATIVE, TO_PEOPLE = 1, 0, -1  # a pair's triage label
+POSITIVE, NEGATIVE, LEFT_TO_PEOPLE = 1, 0, -1  # a pair's triage label: the machine's (people's on the audit), or none: left to people
 SIGNAL_TYPES = tuple(signal_types())  # the task types the machine has signals for
 SIDES = {POSITIVE: "positive", NEGATIVE: "negative"}
 
@@ -163,18 +163,18 @@ class TypeTriage:
         return z @ self.weights + self.intercept
 
     def label(self, scores: np.ndarray) -> np.ndarray:
-        """POSITIVE or NEGATIVE beyond a cut, else TO_PEOPLE (also for NaN scores)."""
+        """POSITIVE or NEGATIVE beyond a cut, else LEFT_TO_PEOPLE (also for NaN scores)."""
         with np.errstate(invalid="ignore"):
             above = scores >= self.cuts[POSITIVE].score if POSITIVE in self.cuts else np.zeros(len(scores), dtype=bool)
             below = scores <= self.cuts[NEGATIVE].score if NEGATIVE in self.cuts else np.zeros(len(scores), dtype=bool)
-        out = np.full(len(scores), TO_PEOPLE, dtype=np.int8)
+        out = np.full(len(scores), LEFT_TO_PEOPLE, dtype=np.int8)
         out[above & ~below] = POSITIVE  # cuts that cross leave their overlap to people
         out[below & ~above] = NEGATIVE
         return out
 
     def reason(self, score: float, label: int) -> str:
         """Why a pair got its label: the score against the cut, and what the audit says of that cut."""
-        if label == TO_PEOPLE:
+        if label == LEFT_TO_PEOPLE:
             return "no signal" if math.isnan(score) else self.note or f"score {score:.3f} between the cuts"
         cut = self.cuts[label]
         sign = "≥" if label == POSITIVE else "≤"
@@ -222,7 +222,7 @@ def expected_scores(signals: pd.DataFrame, fitted: np.ndarray, scores: np.ndarra
 def fit_triage(
     task_type: str, signals: pd.DataFrame, positive: np.ndarray, settings: TriageSettings, seed: int, certify: np.ndarray | None = None
 ) -> TypeTriage:
-    """Fit on the labelled pairs (``signals`` rows with every signal, ``positive`` their human label)
+    """Fit on the labelled pairs (``signals`` rows with every signal, ``positive`` people's label of each)
     and certify the cuts on those of them in ``certify`` (default: all), the current turn's audit.
     An audit too small for any cut, or of one class only, gives a triage that sends every pair to people."""
     x = signals.to_numpy(np.float64)
@@ -270,159 +270,254 @@ class Triaged:
     turns: dict[str, tuple[TypeTriage, ...]]
 
 
+@dataclass(frozen=True)
+class TypePairs:
+    """One task type's pairs in item order, with their signals and what people have said of them so far."""
+
+    task_type: str
+    item_ids: pd.Series
+    signals: pd.DataFrame
+    complete: np.ndarray  # the pair has every signal
+    rated_by_people: np.ndarray  # people have labelled the pair
+    people_positive: np.ndarray  # ... and called it positive (False while unrated)
+    people_score: np.ndarray  # their 0–5 score (NaN where they gave none)
+
+
+@dataclass(frozen=True)
+class TurnsState:
+    """Where a type's turns have left its pairs."""
+
+    band: np.ndarray  # neither decided by the machine nor audited yet
+    audited: np.ndarray
+    machine_labels: np.ndarray  # POSITIVE / NEGATIVE beyond a cut, else LEFT_TO_PEOPLE
+    turn_of: np.ndarray  # the turn that audited or labelled the pair, or whose fit scored it last
+    scores: np.ndarray
+    fits: tuple[TypeTriage, ...] = ()
+
+
+def type_pairs(
+    task_type: str,
+    rows: pd.DataFrame,
+    people_positive: Mapping[str, bool],
+    people_score: Mapping[str, float],
+    spaces: Sequence[TextSpace],
+    image_of: Mapping[str, str],
+) -> TypePairs:
+    """One type's pairs sorted by item id, so the triage does not depend on row order, with their signals and people's verdicts."""
+    rows = rows.sort_values("item_id", kind="stable")
+    items = rows["item_id"]
+    signals = pair_signals(task_type, rows["id_a"], rows["id_b"], spaces, image_of)
+    return TypePairs(
+        task_type,
+        items,
+        signals,
+        complete=~signals.isna().any(axis=1).to_numpy(),
+        rated_by_people=np.asarray([item in people_positive for item in items], dtype=bool),
+        people_positive=np.asarray([bool(people_positive.get(item, False)) for item in items], dtype=bool),
+        people_score=np.asarray([people_score.get(item, np.nan) for item in items], dtype=np.float64),
+    )
+
+
+def first_state(pairs: TypePairs) -> TurnsState:
+    """Before turn one every pair is in the band, none audited, labelled or scored."""
+    n = len(pairs.item_ids)
+    return TurnsState(
+        band=np.ones(n, dtype=bool),
+        audited=np.zeros(n, dtype=bool),
+        machine_labels=np.full(n, LEFT_TO_PEOPLE, dtype=np.int8),
+        turn_of=np.zeros(n, dtype=np.int64),
+        scores=np.full(n, np.nan),
+    )
+
+
+def turn_audit(pairs: TypePairs, band: np.ndarray, turn: int, settings: TriageSettings, seed: int) -> np.ndarray:
+    """A turn's audit: a seeded share of the band, a smaller one after turn one since people rate the band anyway."""
+    share = settings.audit_share if turn == 1 else settings.band_audit_share
+    return band & audit_sample(pairs.item_ids, share, seed, pairs.task_type, turn)
+
+
+def with_audit(state: TurnsState, audit: np.ndarray, turn: int) -> TurnsState:
+    """Record a turn's audit, so its pairs keep people's label and name the turn that drew them."""
+    return replace(state, audited=state.audited | audit, turn_of=np.where(audit, turn, state.turn_of))
+
+
+def fit_turn(pairs: TypePairs, state: TurnsState, audit: np.ndarray, settings: TriageSettings, seed: int) -> TypeTriage:
+    """Fit on every audited pair people labelled so far, but certify on this turn's audit alone: a uniform sample of the band it labels."""
+    fitted = state.audited & pairs.rated_by_people & pairs.complete
+    return fit_triage(pairs.task_type, pairs.signals[fitted], pairs.people_positive[fitted], settings, seed, certify=audit[fitted])
+
+
+def label_beyond_cuts(state: TurnsState, fit: TypeTriage, audit: np.ndarray, signals: pd.DataFrame, turn: int) -> TurnsState:
+    """Score the band and this turn's audit by the fit, and give the band's pairs beyond its cuts the machine's label."""
+    scores = np.where(state.band | audit, fit.score(signals), state.scores)
+    labels = fit.label(scores)
+    machine = state.band & (labels != LEFT_TO_PEOPLE)
+    return replace(
+        state,
+        scores=scores,
+        machine_labels=np.where(machine, labels, state.machine_labels),
+        turn_of=np.where(state.band, turn, state.turn_of),
+        band=state.band & ~machine,
+    )
+
+
+def run_turns(pairs: TypePairs, settings: TriageSettings, seed: int) -> TurnsState:
+    """Audit, fit and label turn after turn, until the turns run out or an audit awaits people."""
+    certifying = replace(settings, delta=settings.delta / settings.turns)  # a union bound over the turns
+    state = first_state(pairs)
+    for turn in range(1, settings.turns + 1):
+        audit = turn_audit(pairs, state.band, turn, settings, seed)
+        state = with_audit(state, audit, turn)
+        awaiting = bool((audit & ~pairs.rated_by_people).any())
+        if turn > 1 and awaiting:
+            break  # this turn's audit awaits people: the band stays as the last fit left it
+        fit = fit_turn(pairs, state, audit, certifying, seed)
+        state = replace(state, fits=(*state.fits, fit), band=state.band & ~audit)
+        if turn == 1 or fit.cuts:  # a later turn that certifies nothing leaves the band, with the last fit's scores, to the next
+            state = label_beyond_cuts(state, fit, audit, pairs.signals, turn)
+        if awaiting:
+            break  # the first audit awaits people: its partial fit labels, and the next turn waits for it
+    return state
+
+
+def final_labels(pairs: TypePairs, state: TurnsState) -> np.ndarray:
+    """Audited pairs carry people's label (none while it is awaited), the others the machine's if it gave one."""
+    by_people = np.where(pairs.people_positive, POSITIVE, NEGATIVE)
+    labels = np.where(state.audited, by_people, state.machine_labels)
+    return np.where(state.audited & ~pairs.rated_by_people, LEFT_TO_PEOPLE, labels).astype(np.int8)
+
+
+def audit_reason(turn: int, rated: bool) -> str:
+    """Why an audited pair has its label: people rated it, or are yet to."""
+    return f"audit{f' (turn {turn})' if turn > 1 else ''}: " + ("rated by people" if rated else "awaiting people's rating")
+
+
+def type_decisions(pairs: TypePairs, state: TurnsState, l2: float) -> pd.DataFrame:
+    """One type's rows of ``Triaged.decisions``, each with the reason a reviewer can check."""
+    labels = final_labels(pairs, state)
+    reasons = [
+        audit_reason(int(turn), bool(rated)) if audited else state.fits[turn - 1].reason(float(score), int(label))
+        for audited, rated, turn, score, label in zip(
+            state.audited, pairs.rated_by_people, state.turn_of, state.scores, labels, strict=True
+        )
+    ]
+    scored = state.audited & pairs.complete & ~np.isnan(pairs.people_score)
+    return pd.DataFrame(
+        {
+            "item_id": pairs.item_ids.to_numpy(),
+            "task_type": pairs.task_type,
+            "audit": state.audited,
+            "turn": state.turn_of,
+            "score": state.scores,
+            "expected_score": expected_scores(pairs.signals, scored, pairs.people_score, l2),
+            "label": labels,
+            "reason": reasons,
+        }
+    )
+
+
 def triage(
     pairs: pd.DataFrame,
-    human_positive: Mapping[str, bool],
+    people_positive: Mapping[str, bool],
     spaces: Sequence[TextSpace],
     image_of: Mapping[str, str],
     settings: TriageSettings,
     seed: int,
-    human_score: Mapping[str, float] | None = None,
+    people_score: Mapping[str, float] | None = None,
 ) -> Triaged:
-    """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's labels
-    (``human_positive`` by item id; audit items without one are left out of the fit).
+    """Triage rated pairs (``pairs``: item_id, task_type, id_a, id_b) given people's verdicts
+    (``people_positive``: item id → whether they call the pair positive; audit items without one are
+    left out of the fit).
 
     Turn 1 audits a seeded share of every pair, fits, certifies its cuts on that audit and labels
     the pairs beyond them.  Each later turn (``settings.turns``) audits a fresh seeded share
     (``band_audit_share``) of the band the last turn left — no extra cost, since people rate the
-    band anyway — and waits until people rated all of it: the fit then takes every human label so
-    far, the cuts are certified on this turn's audit alone (a uniform sample of the band, so the
-    bound holds for the band's labels), and the band shrinks; a turn that certifies nothing leaves
-    the band to the next.  Each turn certifies at ``delta / turns``, so over all turns the chance
-    that a side's labels exceed ``max_error`` anywhere is at most ``delta`` (a union bound).
+    band anyway — and waits until people rated all of it: the fit then takes every label people
+    gave so far, the cuts are certified on this turn's audit alone (a uniform sample of the band, so
+    the bound holds for the band's labels), and the band shrinks; a turn that certifies nothing
+    leaves the band to the next.  Each turn certifies at ``delta / turns``, so over all turns the
+    chance that a side's labels exceed ``max_error`` anywhere is at most ``delta`` (a union bound).
     Audited pairs keep people's label (``label`` is theirs, ``audit`` true); the others are labelled
-    by the machine beyond a cut, or left to people (``TO_PEOPLE``).  ``turn`` is the turn that audited or labelled a pair, or whose
-    fit scored it last.
-    With ``human_score`` (people's 0–5 scores by item id) every pair gets ``expected_score``
+    by the machine beyond a cut, or left to people (``LEFT_TO_PEOPLE``).  ``turn`` is the turn that
+    audited or labelled a pair, or whose fit scored it last.
+    With ``people_score`` (people's 0–5 scores by item id) every pair gets ``expected_score``
     (:func:`expected_scores`, fitted on the audited pairs people scored); NaN otherwise.
     """
     parts, turns = [], {}
     for task_type, rows in pairs.groupby("task_type", sort=True):
-        rows = rows.sort_values("item_id", kind="stable")
-        signals = pair_signals(task_type, rows["id_a"], rows["id_b"], spaces, image_of)
-        complete = ~signals.isna().any(axis=1).to_numpy()
-        known = np.asarray([item in human_positive for item in rows["item_id"]], dtype=bool)
-        truth = np.asarray([bool(human_positive.get(item, False)) for item in rows["item_id"]], dtype=bool)
-        band = np.ones(len(rows), dtype=bool)  # pairs no turn has decided or audited yet
-        audited = np.zeros(len(rows), dtype=bool)
-        labels = np.full(len(rows), TO_PEOPLE, dtype=np.int8)
-        turn_of = np.zeros(len(rows), dtype=np.int64)
-        scores = np.full(len(rows), np.nan)
-        fits: list[TypeTriage] = []
-        certifying = replace(settings, delta=settings.delta / settings.turns)  # a union bound over the turns
-        for turn in range(1, settings.turns + 1):
-            share = settings.audit_share if turn == 1 else settings.band_audit_share
-            audit = band & audit_sample(rows["item_id"], share, seed, task_type, turn)
-            audited |= audit
-            turn_of[audit] = turn
-            if turn > 1 and (audit & ~known).any():
-                break  # this turn's audit awaits people: the band stays as the last fit left it
-            fitted = audited & known & complete
-            fit = fit_triage(task_type, signals[fitted], truth[fitted], certifying, seed, certify=audit[fitted])
-            fits.append(fit)
-            band &= ~audit
-            if turn > 1 and not fit.cuts:
-                continue  # nothing certified: the band keeps the last fit's scores; the next turn audits it afresh
-            scores = np.where(band | audit, fit.score(signals), scores)
-            machine = band & (fit.label(scores) != TO_PEOPLE)
-            labels[machine] = fit.label(scores)[machine]
-            turn_of[band] = turn
-            band &= ~machine
-            if (audit & ~known).any():
-                break  # the first audit awaits people: its partial fit labels, and the next turn waits for it
-        rated = np.asarray([(human_score or {}).get(item, np.nan) for item in rows["item_id"]], dtype=np.float64)
-        expected = expected_scores(signals, audited & complete & ~np.isnan(rated), rated, settings.l2)
-        labels[audited] = np.where(truth, POSITIVE, NEGATIVE)[audited]
-        labels[audited & ~known] = TO_PEOPLE
-        reasons = [
-            (f"audit{f' (turn {t})' if t > 1 else ''}: " + ("rated by people" if is_known else "awaiting people's rating"))
-            if is_audit
-            else fits[t - 1].reason(float(score), int(label))
-            for is_audit, is_known, t, score, label in zip(audited, known, turn_of, scores, labels, strict=True)
-        ]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "item_id": rows["item_id"].to_numpy(),
-                    "task_type": task_type,
-                    "audit": audited,
-                    "turn": turn_of,
-                    "score": scores,
-                    "expected_score": expected,
-                    "label": labels,
-                    "reason": reasons,
-                }
-            )
-        )
-        turns[task_type] = tuple(fits)
+        typed = type_pairs(task_type, rows, people_positive, people_score or {}, spaces, image_of)
+        state = run_turns(typed, settings, seed)
+        parts.append(type_decisions(typed, state, settings.l2))
+        turns[task_type] = state.fits
     return Triaged(pd.concat(parts, ignore_index=True), turns)
 
 
-PEOPLE, MACHINE, OPEN = "people", "machine", "open"  # who decided an item, or that it awaits people
+DECIDED_BY_PEOPLE, DECIDED_BY_MACHINE, UNDECIDED = "people", "machine", "open"  # an item's ``decided_by``: who decided it, if anyone yet
+PAIR_COLUMNS = ["item_id", "task_type", "id_a", "id_b"]
+DECISION_COLUMNS = [*PAIR_COLUMNS, "audit", "turn", "score", "expected_score", "label", "decided_by", "checked", "reason"]
 
 
 @dataclass(frozen=True)
 class TriagedRound:
     """A round's items after triage: every item's fate, the machine's labels, the rows still for people."""
 
-    decisions: pd.DataFrame  # item_id, task_type, id_a, id_b, audit, turn, score, expected_score, label, decided_by, checked, reason
+    decisions: pd.DataFrame  # DECISION_COLUMNS
     machine_labels: pd.DataFrame  # the machine's labels in use (items people did not rate), with their provenance
     open_tasks: pd.DataFrame  # tasks rows people get next (an audit awaiting them first), with their batches' gold items
     turns: dict[str, tuple[TypeTriage, ...]]  # each type's fit per turn fitted
 
 
-def triage_round(
-    tasks: pd.DataFrame,
-    people: Mapping[str, bool],
-    spaces: Sequence[TextSpace],
-    image_of: Mapping[str, str],
-    settings: TriageSettings,
-    seed: int,
-    people_score: Mapping[str, float] | None = None,
-) -> TriagedRound:
-    """Triage a round's tasks table (its gold items serve quality control and stay out; types without
-    machine signals go to people whole) given what people have labelled so far (``people``: item id
-    → positive).  An item is decided by people once they labelled it, by the machine beyond a
-    certified cut, and is otherwise open: the audit first, then the band between the cuts.  Where people rated an item the machine would have labelled,
-    their label stands and ``checked`` says whether the machine agreed.  ``people_score`` (their 0–5
-    scores) gives the machine's labels an ``expected_score`` for the graded types."""
-    items = tasks[(tasks["gold"] == "") & tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
-    done = triage(items[["item_id", "task_type", "id_a", "id_b"]], people, spaces, image_of, settings, seed, people_score)
-    d = done.decisions.merge(items[["item_id", "id_a", "id_b"]], on="item_id", how="left")
-    unsignalled = tasks[(tasks["gold"] == "") & ~tasks["task_type"].isin(SIGNAL_TYPES)].drop_duplicates("item_id")
-    if len(unsignalled):  # VERIFY, BISON's types: the machine has no signals for them, so people decide
-        d = pd.concat(
-            [
-                d,
-                unsignalled[["item_id", "task_type", "id_a", "id_b"]].assign(
-                    audit=False,
-                    turn=0,
-                    score=np.nan,
-                    expected_score=np.nan,
-                    label=np.int8(TO_PEOPLE),
-                    reason="no machine signals for this task type",
-                ),
-            ],
-            ignore_index=True,
-        )
-    known = d["item_id"].isin(list(people)).to_numpy()
-    machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != TO_PEOPLE)
-    d["decided_by"] = np.where(known, PEOPLE, np.where(machine, MACHINE, OPEN))
-    d["checked"] = [
-        bool(people[item]) == (label == POSITIVE) if by_machine and item in people else None
-        for item, label, by_machine in zip(d["item_id"], d["label"], machine, strict=True)
-    ]
-    rated_later = known & ~d["audit"].to_numpy()
-    d.loc[rated_later, "reason"] = [
-        f"rated by people; the machine said: {why}" if by_machine else "rated by people"
-        for why, by_machine in zip(d.loc[rated_later, "reason"], machine[rated_later], strict=True)
-    ]
-    labelled = d[machine & ~known]
+def items_to_decide(tasks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A round's items once each, those of types with machine signals apart from the rest; gold items serve quality control and stay out."""
+    items = tasks[tasks["gold"] == ""]
+    signalled = items["task_type"].isin(SIGNAL_TYPES)
+    return items[signalled].drop_duplicates("item_id"), items[~signalled].drop_duplicates("item_id")
+
+
+def left_whole_to_people(unsignalled: pd.DataFrame) -> pd.DataFrame:
+    """Decisions for items of types the machine has no signals for (VERIFY, BISON's): people decide them all."""
+    return unsignalled[PAIR_COLUMNS].assign(
+        audit=False,
+        turn=0,
+        score=np.nan,
+        expected_score=np.nan,
+        label=np.int8(LEFT_TO_PEOPLE),
+        reason="no machine signals for this task type",
+    )
+
+
+def labelled_by_machine(decisions: pd.DataFrame) -> np.ndarray:
+    """Which items the machine labelled beyond a cut, whether or not people have rated them since."""
+    return ~decisions["audit"].to_numpy() & (decisions["label"].to_numpy() != LEFT_TO_PEOPLE)
+
+
+def with_who_decided(decisions: pd.DataFrame, people_positive: Mapping[str, bool]) -> pd.DataFrame:
+    """Who decided each item: people once they labelled it (their label stands, and ``checked`` says whether the
+    machine agreed), the machine beyond a certified cut, else nobody yet."""
+    rated_by_people = decisions["item_id"].isin(list(people_positive)).to_numpy()
+    machine = labelled_by_machine(decisions)
+    rated_later = rated_by_people & ~decisions["audit"].to_numpy()
+    return decisions.assign(
+        decided_by=np.where(rated_by_people, DECIDED_BY_PEOPLE, np.where(machine, DECIDED_BY_MACHINE, UNDECIDED)),
+        checked=[
+            bool(people_positive[item]) == (label == POSITIVE) if by_machine and item in people_positive else None
+            for item, label, by_machine in zip(decisions["item_id"], decisions["label"], machine, strict=True)
+        ],
+        reason=[
+            (f"rated by people; the machine said: {why}" if by_machine else "rated by people") if later else why
+            for why, by_machine, later in zip(decisions["reason"], machine, rated_later, strict=True)
+        ],
+    )
+
+
+def machine_label_table(decisions: pd.DataFrame, turns: Mapping[str, tuple[TypeTriage, ...]]) -> pd.DataFrame:
+    """The machine's labels in use, each with the cut, bound and signals a reviewer needs to check it."""
+    labelled = decisions[decisions["decided_by"] == DECIDED_BY_MACHINE]
     cuts = [
-        done.turns[kind][turn - 1].cuts[side]
+        turns[kind][turn - 1].cuts[side]
         for kind, turn, side in zip(labelled["task_type"], labelled["turn"], labelled["label"], strict=True)
     ]
-    machine_labels = labelled[["item_id", "task_type", "id_a", "id_b"]].assign(
+    return labelled[PAIR_COLUMNS].assign(
         positive=labelled["label"] == POSITIVE,
         score=labelled["score"],
         expected_score=labelled["expected_score"],
@@ -430,33 +525,46 @@ def triage_round(
         bound=[cut.bound for cut in cuts],
         audited=[cut.audited for cut in cuts],
         turn=labelled["turn"],
-        signals=[",".join(done.turns[kind][0].signals) for kind in labelled["task_type"]],
+        signals=[",".join(turns[kind][0].signals) for kind in labelled["task_type"]],
         reason=labelled["reason"],
     )
-    waiting = d["decided_by"] == OPEN
-    auditing = set(
-        d.loc[waiting & d["audit"], "task_type"]
-    )  # a type whose audit awaits people sends that alone: the next fit needs all of it
-    still_open = set(d.loc[waiting & (d["audit"] | ~d["task_type"].isin(auditing)), "item_id"])
+
+
+def tasks_for_people(tasks: pd.DataFrame, decisions: pd.DataFrame) -> pd.DataFrame:
+    """The task rows people get next: a type's pending audit alone, since the next fit needs all of it, else its
+    undecided items; with the gold items of their batches, for quality control."""
+    undecided = decisions["decided_by"] == UNDECIDED
+    auditing = set(decisions.loc[undecided & decisions["audit"], "task_type"])
+    still_open = set(decisions.loc[undecided & (decisions["audit"] | ~decisions["task_type"].isin(auditing)), "item_id"])
     batches = set(tasks.loc[tasks["item_id"].isin(still_open), "batch_id"])
-    open_tasks = tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
-    columns = [
-        "item_id",
-        "task_type",
-        "id_a",
-        "id_b",
-        "audit",
-        "turn",
-        "score",
-        "expected_score",
-        "label",
-        "decided_by",
-        "checked",
-        "reason",
-    ]
+    return tasks[tasks["item_id"].isin(still_open) | ((tasks["gold"] != "") & tasks["batch_id"].isin(batches))]
+
+
+def triage_round(
+    tasks: pd.DataFrame,
+    people_positive: Mapping[str, bool],
+    spaces: Sequence[TextSpace],
+    image_of: Mapping[str, str],
+    settings: TriageSettings,
+    seed: int,
+    people_score: Mapping[str, float] | None = None,
+) -> TriagedRound:
+    """Triage a round's tasks table (its gold items serve quality control and stay out; types without
+    machine signals go to people whole) given what people have labelled so far (``people_positive``:
+    item id → whether they call the pair positive).  An item is decided by people once they labelled
+    it, by the machine beyond a certified cut, and is otherwise undecided: the audit first, then the
+    band between the cuts.  Where people rated an item the machine would have labelled, their label
+    stands and ``checked`` says whether the machine agreed.  ``people_score`` (their 0–5 scores)
+    gives the machine's labels an ``expected_score`` for the graded types."""
+    signalled, unsignalled = items_to_decide(tasks)
+    done = triage(signalled[PAIR_COLUMNS], people_positive, spaces, image_of, settings, seed, people_score)
+    decisions = done.decisions.merge(signalled[["item_id", "id_a", "id_b"]], on="item_id", how="left")
+    if len(unsignalled):
+        decisions = pd.concat([decisions, left_whole_to_people(unsignalled)], ignore_index=True)
+    decisions = with_who_decided(decisions, people_positive)
     return TriagedRound(
-        d[columns].sort_values("item_id", kind="stable").reset_index(drop=True),
-        machine_labels.sort_values("item_id").reset_index(drop=True),
-        open_tasks,
+        decisions[DECISION_COLUMNS].sort_values("item_id", kind="stable").reset_index(drop=True),
+        machine_label_table(decisions, done.turns).sort_values("item_id").reset_index(drop=True),
+        tasks_for_people(tasks, decisions),
         done.turns,
     )

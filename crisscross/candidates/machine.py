@@ -58,8 +58,8 @@ from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_TEXT_ENCODERS
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, read_positives
-from crisscross.scoring.metrics import kendall_tau_b
 from crisscross.scoring.models import MODEL_SPEC, Gallery, Model
+from crisscross.scoring.paired import kendall_tau_b
 from crisscross.scoring.truths import eccv_data_dir
 
 QUERY_MODES = ("all", "sample", "file")

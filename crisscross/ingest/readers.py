@@ -29,9 +29,6 @@ What every reader guarantees, so nothing is lost between the source and the quar
 
 Line and row formats repeat an image on every caption row; readers emit each image once, from
 its first row.  Duplicate ids are not resolved here: validation keeps the first of them.
-
-Its length is one reader per published source format (COCO and Flickr30k, Karpathy's JSON and
-JSONL, any table) plus the row parsing they share; a new format adds a class here.
 """
 
 from __future__ import annotations

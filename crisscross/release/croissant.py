@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from crisscross.campaign.triage import MACHINE
+from crisscross.campaign.triage import DECIDED_BY_MACHINE
 from crisscross.core.errors import InputError
 from crisscross.formats.manifest import (
     ATTRIBUTION,
@@ -189,7 +189,7 @@ PLATFORMS = {
     SOURCE_SIMULATED: "a simulated rater panel (crisscross annotate, source: simulate); no people rated",
     SOURCE_PEOPLE: "people's judgments imported from an annotation tool's export (crisscross annotate, source: import)",
     SOURCE_REPLAY: "judgments replayed from an earlier release (crisscross annotate, source: replay)",
-    MACHINE: "a calibrated machine (crisscross triage): labels beyond cuts certified on the raters' audit, kept apart in their own record set; no person assigned them",
+    DECIDED_BY_MACHINE: "a calibrated machine (crisscross triage): labels beyond cuts certified on the raters' audit, kept apart in their own record set; no person assigned them",
 }
 
 

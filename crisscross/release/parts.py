@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from crisscross.campaign.triage import MACHINE
+from crisscross.campaign.triage import DECIDED_BY_MACHINE
 from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.registry import Registry
@@ -272,7 +272,10 @@ def read_machine_labels(folder: Path, salt: Salt, settings: Mapping[str, Any]) -
     if missing:
         raise InputError(f"{folder / 'machine_labels.parquet'} has no {missing[0]} column: rerun the triage stage")
     labels = (
-        found.astype(MACHINE_LABEL_TYPES).assign(source=MACHINE).sort_values(["task_type", "item_id"], kind="stable").reset_index(drop=True)
+        found.astype(MACHINE_LABEL_TYPES)
+        .assign(source=DECIDED_BY_MACHINE)
+        .sort_values(["task_type", "item_id"], kind="stable")
+        .reset_index(drop=True)
     )
     names = {True: "positive", False: "negative"}
     by_type = {
@@ -309,7 +312,7 @@ def read_machine_labels(folder: Path, salt: Salt, settings: Mapping[str, Any]) -
         tables={"labels": labels},
         counts={"labels": len(labels), "by_type": by_type},
         simulated=simulated,
-        source=MACHINE,
+        source=DECIDED_BY_MACHINE,
         card=card,
         citation="",
         collection="Machine labels (crisscross triage): a regression over text-encoder signals fitted on "

@@ -38,20 +38,6 @@ from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.eccv import DIRECTIONS
-from crisscross.scoring.metrics import (
-    BLOCK_ELEMENTS,
-    NO_POSITIVE,
-    LabelMatches,
-    PositiveRanks,
-    bison_accuracy,
-    bootstrap_spearman,
-    kendall_tau_b,
-    mean_pmrp,
-    metrics_from_ranks,
-    pmrp_hits,
-    precision_recall,
-    ranks_of_positives,
-)
 from crisscross.scoring.models import (
     ALL,
     AUTO,
@@ -68,6 +54,17 @@ from crisscross.scoring.models import (
     Model,
     NoCoverageError,
     map_score_blocks,
+)
+from crisscross.scoring.paired import bison_accuracy, bootstrap_spearman, kendall_tau_b, precision_recall
+from crisscross.scoring.retrieval import (
+    BLOCK_ELEMENTS,
+    NO_POSITIVE,
+    LabelMatches,
+    PositiveRanks,
+    mean_pmrp,
+    metrics_from_ranks,
+    pmrp_hits,
+    ranks_of_positives,
 )
 from crisscross.scoring.truths import GroundTruth
 

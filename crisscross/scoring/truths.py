@@ -8,7 +8,7 @@ retrieval tasks, each pair written ``(query, gallery)``:
 and the graded human ratings used for correlation (CxC §5): ``sts`` (caption, caption, score),
 ``sis`` (image, image, score), ``sits`` (caption, image, score); each rated pair keeps the
 orientation of its first row, whose first id is the *query* the bootstrap correlation samples
-(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.scoring.metrics.Positives` for a concrete score matrix.
+(CxC §4).  :meth:`GroundTruth.positives` turns a task into :class:`crisscross.scoring.retrieval.Positives` for a concrete score matrix.
 
 Loaders are chosen by name from :data:`GROUND_TRUTHS` and return ``(GroundTruth, report)``; the
 report counts pairs per task and duplicates resolved, and lists every unparseable record as a
@@ -67,9 +67,6 @@ positive outside it is counted in ``missing_positives``); ``compat`` counts ever
 query, so one outside the gallery lowers mAP@R and R-Precision (it can never be retrieved) —
 literally, also on the 1K folds and on a model's covered sub-gallery, where ``eccv-gallery`` is
 the meaningful reading.  R@K, ranks and ``missing_positives`` are the same under both.
-
-Its length is one loader per ground-truth source (COCO, CxC, ECCV, a release, a rated folder) and
-the R rule they share; a new source adds a registered loader here.
 """
 
 from __future__ import annotations
@@ -94,7 +91,7 @@ from crisscross.formats.cxc import CXC_FILES, check_split, read_cxc_file
 from crisscross.formats.eccv import DIRECTIONS, ECCV_FILES, I2T, T2I, read_positives
 from crisscross.formats.manifest import is_release
 from crisscross.formats.schema import ordered_pair, threshold_votes
-from crisscross.scoring.metrics import Positives
+from crisscross.scoring.retrieval import Positives
 from crisscross.tasktypes import task_type
 from crisscross.tasktypes.sis import SIS
 from crisscross.tasktypes.sits import SITS

@@ -14,9 +14,9 @@ from sklearn.linear_model import LogisticRegression
 
 from crisscross.campaign.signals import TextSpace, pair_signals
 from crisscross.campaign.triage import (
+    LEFT_TO_PEOPLE,
     NEGATIVE,
     POSITIVE,
-    TO_PEOPLE,
     TriageSettings,
     audit_sample,
     certified_cut,
@@ -81,7 +81,7 @@ def test_an_audit_too_small_to_certify_sends_the_type_to_people() -> None:
         {"item_id": ["sts:1", "sts:2"], "task_type": STS, "id_a": ["coco:cap:0", "coco:cap:3"], "id_b": ["coco:cap:1", "coco:cap:4"]}
     )
     done = triage(pairs, {"sts:1": True, "sts:2": False}, [space], image_of, TriageSettings(audit_share=0.5), SEED)
-    assert (done.decisions.loc[~done.decisions["audit"], "label"] == TO_PEOPLE).all() and not done.turns[STS][0].cuts
+    assert (done.decisions.loc[~done.decisions["audit"], "label"] == LEFT_TO_PEOPLE).all() and not done.turns[STS][0].cuts
     assert done.turns[STS][0].note.startswith("audit too small")
     assert done.decisions.loc[~done.decisions["audit"], "reason"].str.startswith("audit too small").all()
 
@@ -154,13 +154,13 @@ def synthetic_sts() -> tuple[pd.DataFrame, TextSpace, dict[str, str], np.ndarray
 def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     """The machine labels the synthetic collection's clear ends and agrees with people there as certified."""
     pairs, space, image_of, truth = synthetic_sts()
-    people = dict(zip(pairs["item_id"], truth, strict=True))
+    people_positive = dict(zip(pairs["item_id"], truth, strict=True))
     settings = TriageSettings()
-    done = triage(pairs, people, [space], image_of, settings, SEED)
+    done = triage(pairs, people_positive, [space], image_of, settings, SEED)
     d = done.decisions.set_index("item_id").loc[pairs["item_id"]]
     assert d["audit"].mean() == pytest.approx(0.1, abs=0.02)
     assert (d.loc[d["audit"], "label"].to_numpy() == truth[d["audit"].to_numpy()]).all()  # audited pairs keep people's label
-    machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != TO_PEOPLE)
+    machine = ~d["audit"].to_numpy() & (d["label"].to_numpy() != LEFT_TO_PEOPLE)
     assert machine.mean() > 0.3
     agree = (d["label"].to_numpy()[machine] == truth[machine]).mean()
     assert agree >= 1 - settings.max_error
@@ -169,17 +169,17 @@ def test_triage_labels_only_beyond_certified_cuts_and_says_why() -> None:
     first = d[machine].iloc[0]
     cut = fit.cuts[int(first["label"])]
     assert f"cut {cut.score:.3f}: {cut.errors} of {cut.audited} audited pairs" in first["reason"]
-    between = d[~d["audit"] & (d["label"] == TO_PEOPLE)]
+    between = d[~d["audit"] & (d["label"] == LEFT_TO_PEOPLE)]
     assert (between["score"] < fit.cuts[POSITIVE].score).all() and (between["score"] > fit.cuts[NEGATIVE].score).all()
     assert between["reason"].str.startswith("score").all()
-    again = triage(pairs.sample(frac=1.0, random_state=3), people, [space], image_of, settings, SEED).decisions
+    again = triage(pairs.sample(frac=1.0, random_state=3), people_positive, [space], image_of, settings, SEED).decisions
     assert again.sort_values("item_id").reset_index(drop=True).equals(done.decisions.sort_values("item_id").reset_index(drop=True))
     summary = fit.summary()
     assert summary["audited"] == int(d["audit"].sum()) and math.isfinite(summary["intercept"])
 
 
 def test_a_round_keeps_types_without_signals_and_gold_for_people() -> None:
-    from crisscross.campaign.triage import OPEN, PEOPLE, triage_round
+    from crisscross.campaign.triage import DECIDED_BY_PEOPLE, UNDECIDED, triage_round
 
     space, image_of = _space("toy")
     tasks = pd.DataFrame(
@@ -196,7 +196,7 @@ def test_a_round_keeps_types_without_signals_and_gold_for_people() -> None:
     )
     done = triage_round(tasks, {"sts:d": False}, [space], image_of, TriageSettings(), SEED)
     fate = done.decisions.set_index("item_id")["decided_by"].to_dict()
-    assert fate == {"sts:a": OPEN, "verify:b": OPEN, "sts:d": PEOPLE}  # the gold item is QC, not an item to decide
+    assert fate == {"sts:a": UNDECIDED, "verify:b": UNDECIDED, "sts:d": DECIDED_BY_PEOPLE}  # the gold item is QC, not an item to decide
     assert list(done.open_tasks["item_id"]) == ["sts:a", "verify:b", "gold:c"]  # b1 is still open, so its gold stays
     assert done.decisions.set_index("item_id").loc["verify:b", "reason"] == "no machine signals for this task type"
 
@@ -205,19 +205,19 @@ def test_later_turns_audit_the_band_refit_on_every_label_and_certify_on_their_ow
     """A first audit too small to certify (2%): the second turn audits a quarter of the band, refits
     on both audits and labels what the first could not; a third finds the rest too ambiguous."""
     pairs, space, image_of, truth = synthetic_sts()
-    people = dict(zip(pairs["item_id"], truth, strict=True))
+    people_positive = dict(zip(pairs["item_id"], truth, strict=True))
     settings = TriageSettings(audit_share=0.02, turns=3)
-    one = triage(pairs, people, [space], image_of, replace(settings, turns=1), SEED).decisions.set_index("item_id")
-    done = triage(pairs, people, [space], image_of, settings, SEED)
+    one = triage(pairs, people_positive, [space], image_of, replace(settings, turns=1), SEED).decisions.set_index("item_id")
+    done = triage(pairs, people_positive, [space], image_of, settings, SEED)
     three = done.decisions.set_index("item_id").loc[one.index]
-    assert ((one["label"] != TO_PEOPLE) == one["audit"]).all() and done.turns[STS][0].note.startswith("audit too small")
+    assert ((one["label"] != LEFT_TO_PEOPLE) == one["audit"]).all() and done.turns[STS][0].note.startswith("audit too small")
     assert three.loc[three["turn"] == 1, ["audit", "label", "reason"]].equals(one.loc[one["audit"], ["audit", "label", "reason"]])
     assert set(three["turn"]) == {1, 2, 3} and len(done.turns[STS]) == 3
     second, third = done.turns[STS][1], done.turns[STS][2]
     audit2 = three["audit"] & (three["turn"] == 2)
     assert not (audit2 & one["audit"]).any() and audit2.sum() == second.audited  # drawn from the band, certified on it alone
     assert audit2.mean() == pytest.approx(0.25 * (1 - one["audit"].mean()), abs=0.02)
-    labelled = ~three["audit"] & (three["label"] != TO_PEOPLE)
+    labelled = ~three["audit"] & (three["label"] != LEFT_TO_PEOPLE)
     assert set(three.loc[labelled, "turn"]) == {2} and labelled.mean() > 0.5
     truth_of = pd.Series(truth, index=pairs["item_id"]).loc[three.index[labelled]]
     assert (three.loc[labelled, "label"].astype(bool) == truth_of).mean() >= 1 - settings.max_error
@@ -227,9 +227,9 @@ def test_later_turns_audit_the_band_refit_on_every_label_and_certify_on_their_ow
     assert not third.cuts and third.audited == int(
         (three["audit"] & (three["turn"] == 3)).sum()
     )  # the band's ambiguous core stays with people
-    awaiting = {item: label for item, label in people.items() if not audit2.get(item, False)}
+    awaiting = {item: label for item, label in people_positive.items() if not audit2.get(item, False)}
     paused = triage(pairs, awaiting, [space], image_of, settings, SEED).decisions
-    assert paused["turn"].max() == 2 and (paused.loc[paused["audit"] & (paused["turn"] == 2), "label"] == TO_PEOPLE).all()
+    assert paused["turn"].max() == 2 and (paused.loc[paused["audit"] & (paused["turn"] == 2), "label"] == LEFT_TO_PEOPLE).all()
     assert paused["reason"].str.contains(r"audit \(turn 2\): awaiting people's rating").any()
 
 
@@ -252,9 +252,9 @@ def test_machine_labels_of_graded_types_carry_an_expected_score() -> None:
     pairs, space, image_of, truth = synthetic_sts()
     cosine = pair_signals(STS, pairs["id_a"], pairs["id_b"], [space], image_of)["toy:captions"].to_numpy()
     score = np.clip(3 + 8 * (cosine - 0.6), 0, 5)  # people's 0–5 scores rise with the cosine
-    people = dict(zip(pairs["item_id"], truth, strict=True))
-    done = triage(pairs, people, [space], image_of, TriageSettings(), SEED, dict(zip(pairs["item_id"], score, strict=True)))
+    people_positive = dict(zip(pairs["item_id"], truth, strict=True))
+    done = triage(pairs, people_positive, [space], image_of, TriageSettings(), SEED, dict(zip(pairs["item_id"], score, strict=True)))
     d = done.decisions.set_index("item_id").loc[pairs["item_id"]]
-    machine = (~d["audit"] & (d["label"] != TO_PEOPLE)).to_numpy()
+    machine = (~d["audit"] & (d["label"] != LEFT_TO_PEOPLE)).to_numpy()
     assert d["expected_score"].notna().all() and np.corrcoef(d["expected_score"].to_numpy()[machine], score[machine])[0, 1] > 0.95
-    assert triage(pairs, people, [space], image_of, TriageSettings(), SEED).decisions["expected_score"].isna().all()
+    assert triage(pairs, people_positive, [space], image_of, TriageSettings(), SEED).decisions["expected_score"].isna().all()

@@ -12,9 +12,9 @@ from crisscross.core.errors import ParamError, UserError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.settings import settings_from_params
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.scoring.metrics import PositiveRanks, Positives, map_at_r, metrics_from_ranks, r_precision, ranks_of_positives
 from crisscross.scoring.models import ALL, FOLDS, CoverageError, EmbeddingModel, ScoreMatrixModel, gallery_rule
 from crisscross.scoring.protocol import EvaluateSettings, Settings, evaluate, evaluate_bison, model_gallery, retrieval_ranks
+from crisscross.scoring.retrieval import PositiveRanks, Positives, map_at_r, metrics_from_ranks, r_precision, ranks_of_positives
 from crisscross.scoring.truths import COMPAT_R, GroundTruth
 from tests.scoring.test_protocol import N_IMAGES, PER_IMAGE, dense, synthetic
 

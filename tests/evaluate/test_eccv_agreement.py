@@ -51,9 +51,9 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from crisscross.scoring.metrics import metrics_from_ranks
 from crisscross.scoring.models import ALL, FOLDS, TASK_KINDS, Gallery, ScoreMatrixModel
 from crisscross.scoring.protocol import Settings, evaluate, retrieval_ranks
+from crisscross.scoring.retrieval import metrics_from_ranks
 from crisscross.scoring.truths import GROUND_TRUTHS, GroundTruth, eccv_data_dir
 
 eccv_caption = pytest.importorskip("eccv_caption")

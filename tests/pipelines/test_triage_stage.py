@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE
+from crisscross.campaign.triage import DECIDED_BY_MACHINE, DECIDED_BY_PEOPLE, UNDECIDED
 from crisscross.pipelines.cli import main as cli
 
 
@@ -29,7 +29,7 @@ def test_before_the_audit_is_rated_people_get_the_audit_and_after_it_the_band(de
     tasks = pq.read_table(build / "tasks" / "tasks.parquet").to_pandas()
     run(build, tmp_path / "first", params)
     first = pq.read_table(tmp_path / "first" / "decisions.parquet").to_pandas()
-    assert (first["decided_by"] == OPEN).all() and len(first) == (tasks["gold"] == "").sum()
+    assert (first["decided_by"] == UNDECIDED).all() and len(first) == (tasks["gold"] == "").sum()
     still = pq.read_table(tmp_path / "first" / "tasks.parquet").to_pandas()
     audit = set(first.loc[first["audit"], "item_id"])
     assert set(still.loc[still["gold"] == "", "item_id"]) == audit  # people rate the audit first: the fit needs it
@@ -42,24 +42,24 @@ def test_before_the_audit_is_rated_people_get_the_audit_and_after_it_the_band(de
     rated[rated["item_id"].isin(audit)].to_parquet(audit_rated / "rated.parquet")
     report = run(build, tmp_path / "second", params, audit_rated)
     d = pq.read_table(tmp_path / "second" / "decisions.parquet").to_pandas()
-    machine = d[d["decided_by"] == MACHINE]
-    assert len(machine) > 0 and set(d.loc[d["audit"], "decided_by"]) <= {PEOPLE, OPEN}
+    machine = d[d["decided_by"] == DECIDED_BY_MACHINE]
+    assert len(machine) > 0 and set(d.loc[d["audit"], "decided_by"]) <= {DECIDED_BY_PEOPLE, UNDECIDED}
     labels = pq.read_table(tmp_path / "second" / "machine_labels.parquet").to_pandas()
     assert set(labels["item_id"]) == set(machine["item_id"]) and labels["reason"].str.contains("audited pairs there rated otherwise").all()
     assert (labels["bound"] <= 0.05).all() and set(labels["signals"].str.split(",").explode()) >= {"use-m3:captions", "bow-glove50:images"}
     people_say = rated.set_index("item_id")["positive"]
     agree = (labels.set_index("item_id")["positive"] == people_say.reindex(labels["item_id"]).to_numpy()).mean()
     assert agree >= 0.9  # the simulated raters, not people: a sanity check of the direction, not the certificate
-    open_items = set(d.loc[d["decided_by"] == OPEN, "item_id"])
+    open_items = set(d.loc[d["decided_by"] == UNDECIDED, "item_id"])
     left = pq.read_table(tmp_path / "second" / "tasks.parquet").to_pandas()
     assert set(left.loc[left["gold"] == "", "item_id"]) == open_items
     assert set(left.loc[left["gold"] != "", "batch_id"]) <= set(left.loc[left["gold"] == "", "batch_id"])  # gold rides with open batches
-    assert sum(f[MACHINE] for f in report["task_types"].values()) == len(machine)
+    assert sum(f[DECIDED_BY_MACHINE] for f in report["task_types"].values()) == len(machine)
 
     # Everything rated: people's labels stand, and the report checks the machine against them.
     report = run(build, tmp_path / "third", params, build / "rated")
     d = pq.read_table(tmp_path / "third" / "decisions.parquet").to_pandas()
-    assert (d["decided_by"] == PEOPLE).all() and pq.read_table(tmp_path / "third" / "machine_labels.parquet").num_rows == 0
+    assert (d["decided_by"] == DECIDED_BY_PEOPLE).all() and pq.read_table(tmp_path / "third" / "machine_labels.parquet").num_rows == 0
     checked = d["checked"].dropna()
     assert len(checked) > 0 and sum(f["checked"] for f in report["task_types"].values()) == len(checked)
 

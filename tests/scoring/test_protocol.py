@@ -11,7 +11,6 @@ from benchmarks.reference import reference_pmrp_hits, reference_retrieval
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.scoring.metrics import bootstrap_spearman, metrics_from_ranks, pmrp
 from crisscross.scoring.models import (
     ALL,
     FOLDS,
@@ -22,6 +21,7 @@ from crisscross.scoring.models import (
     map_score_blocks,
     score_matrix_model,
 )
+from crisscross.scoring.paired import bootstrap_spearman
 from crisscross.scoring.protocol import (
     Settings,
     average_folds,
@@ -34,6 +34,7 @@ from crisscross.scoring.protocol import (
     recall_curve,
     retrieval_ranks,
 )
+from crisscross.scoring.retrieval import metrics_from_ranks, pmrp
 from crisscross.scoring.truths import GroundTruth
 
 N_IMAGES, PER_IMAGE, DIM = 40, 3, 16

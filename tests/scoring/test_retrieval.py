@@ -1,5 +1,5 @@
-"""Retrieval, correlation and selection metrics: hand-computed cases from the papers' definitions,
-vectorised code against per-query references on seeded random data (with many ties), guards."""
+"""Retrieval metrics: hand-computed cases from the papers' definitions, vectorised code against
+per-query references on seeded random data (with many ties), guards."""
 
 from __future__ import annotations
 
@@ -8,33 +8,22 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.reference import (
-    reference_bootstrap,
-    reference_map_r,
-    reference_pmrp,
-    reference_pmrp_hits,
-    reference_ranks,
-)
-from crisscross.scoring import metrics
-from crisscross.scoring.metrics import (
+from benchmarks.reference import reference_map_r, reference_pmrp, reference_pmrp_hits, reference_ranks
+from crisscross.scoring import retrieval
+from crisscross.scoring.retrieval import (
     NO_POSITIVE,
     LabelMatches,
     Positives,
-    bison_accuracy,
-    bootstrap_spearman,
-    kendall_tau_b,
     map_at_r,
     mean_rank,
     median_rank,
     plausible_matches,
     pmrp,
     pmrp_hits,
-    precision_recall,
     r_precision,
     ranks_of_positives,
     recall_at_k,
     retrieval_metrics,
-    spearman,
 )
 
 
@@ -177,7 +166,7 @@ def test_retrieval_metrics_facade_hand_case():
 
 @pytest.mark.parametrize(("seed", "tied", "with_self"), [(0, True, False), (1, True, True), (2, False, True), (3, False, False)])
 def test_ranks_and_metrics_match_per_query_reference(seed, tied, with_self, monkeypatch):
-    monkeypatch.setattr(metrics, "BLOCK_ELEMENTS", 97)  # force many uneven blocks
+    monkeypatch.setattr(retrieval, "BLOCK_ELEMENTS", 97)  # force many uneven blocks
     scores, mask, excl = random_case(seed, n_q=60, n_g=23, tied=tied, with_self=with_self)
     ranked = ranks_of_positives(scores, mask, exclude_self=excl)
     ref = reference_ranks(scores, mask, excl)
@@ -205,7 +194,7 @@ def test_compiled_rank_pass_matches_reference_across_spans_and_dtypes(dtype):
     """Rows wider than the pass's SPAN (and not a multiple of it), heavy ties, self excluded,
     many positives per query (worst positive far down), in every dtype a score matrix comes in."""
     rng = np.random.default_rng(11)
-    n_q, n_g = 40, 3 * metrics.SPAN + 17
+    n_q, n_g = 40, 3 * retrieval.SPAN + 17
     scores = rng.integers(-3, 4, (n_q, n_g)).astype(dtype)
     mask = rng.random((n_q, n_g)) < rng.uniform(0.0, 0.5, (n_q, 1))
     excl = rng.integers(-1, n_g, n_q)
@@ -217,8 +206,8 @@ def test_compiled_rank_pass_matches_reference_across_spans_and_dtypes(dtype):
 
 
 def test_nan_is_refused_even_in_a_row_without_positives():
-    scores = np.zeros((3, 2 * metrics.SPAN + 5), np.float32)
-    scores[2, metrics.SPAN + 3] = np.nan
+    scores = np.zeros((3, 2 * retrieval.SPAN + 5), np.float32)
+    scores[2, retrieval.SPAN + 3] = np.nan
     with pytest.raises(ValueError, match=r"scores contain NaN \(first in query rows \[2\]\)"):
         ranks_of_positives(scores, Positives.from_lists([[0], [1], []]))
 
@@ -248,7 +237,7 @@ def test_pmrp_hand_case_with_tie_and_cap():
 
 @pytest.mark.parametrize(("seed", "zeta", "cap", "tied"), [(0, 0, 50, True), (1, 1, 3, True), (2, 1, 5, False), (3, 2, 50, False)])
 def test_pmrp_matches_per_query_reference(seed, zeta, cap, tied, monkeypatch):
-    monkeypatch.setattr(metrics, "BLOCK_ELEMENTS", 101)
+    monkeypatch.setattr(retrieval, "BLOCK_ELEMENTS", 101)
     rng = np.random.default_rng(seed)
     n_q, n_g = 40, 30
     q_lab = rng.random((n_q, 4)) < 0.4
@@ -287,7 +276,7 @@ def pmrp_case(seed: int, n_q: int, n_g: int, dtype: type, ties: int | None):
 def test_pmrp_hits_equal_a_per_query_count_for_every_zeta(seed, dtype, ties, cap):
     """Every query's hits and R, for ζ = 0, 1, 2 in one call, against the lexsort-ordered
     per-query count; rows wider than the compiled pass's SPAN and not a multiple of it."""
-    n_q, n_g = 30, 12 * metrics.SPAN + 11
+    n_q, n_g = 30, 12 * retrieval.SPAN + 11
     scores, q_lab, g_lab, excl = pmrp_case(seed, n_q, n_g, dtype, ties)
     zetas = (0, 1, 2)
     hits, r = pmrp_hits(scores, LabelMatches.of(q_lab, g_lab, zetas), cap, excl)
@@ -304,13 +293,13 @@ def test_pmrp_hits_when_the_excluded_item_scores_highest():
     the R-th best of the others."""
     rng = np.random.default_rng(3)
     n_q, spans = 12, 8
-    width = spans * metrics.SPAN
+    width = spans * retrieval.SPAN
     scores = rng.uniform(-1.0, -0.9, (n_q, width)).astype(np.float32)
     rows = np.arange(n_q)[:, None]
-    scores[rows, np.arange(spans) * metrics.SPAN + rng.integers(0, metrics.SPAN, (n_q, spans))] = rng.uniform(0.3, 0.6, (n_q, spans))
+    scores[rows, np.arange(spans) * retrieval.SPAN + rng.integers(0, retrieval.SPAN, (n_q, spans))] = rng.uniform(0.3, 0.6, (n_q, spans))
     excl = rng.integers(0, width, n_q)
-    own = excl - excl % metrics.SPAN
-    scores[rows, own[:, None] + np.arange(metrics.SPAN)] = rng.uniform(-1.0, -0.9, (n_q, metrics.SPAN))
+    own = excl - excl % retrieval.SPAN
+    scores[rows, own[:, None] + np.arange(retrieval.SPAN)] = rng.uniform(-1.0, -0.9, (n_q, retrieval.SPAN))
     scores[np.arange(n_q), excl] = 1.0
     q_lab, g_lab = rng.random((n_q, 3)) < 0.5, rng.random((width, 3)) < 0.5
     hits, r = pmrp_hits(scores, LabelMatches.of(q_lab, g_lab, (0, 1, 2)), 4, excl)
@@ -361,117 +350,10 @@ def test_pmrp_hits_refuses_what_its_compiled_pass_would_read_out_of_bounds():
 
 def test_pmrp_refuses_nan_naming_the_row_even_in_an_excluded_column():
     labels = np.ones((3, 1), dtype=bool)
-    scores = np.zeros((3, 2 * metrics.SPAN + 5), np.float32)
-    scores[1, metrics.SPAN + 3] = np.nan
+    scores = np.zeros((3, 2 * retrieval.SPAN + 5), np.float32)
+    scores[1, retrieval.SPAN + 3] = np.nan
     with pytest.raises(ValueError, match=r"scores contain NaN \(first in query rows \[1\]\)"):
-        pmrp(scores, labels, np.ones((scores.shape[1], 1), dtype=bool), exclude_self=[-1, metrics.SPAN + 3, -1])
-
-
-# --------------------------------------------------------------------------- Spearman, Kendall
-
-
-def test_average_ranks_and_spearman_hand_case():
-    # x ranks 1,2,3,4; y = 1,3,2,4: d² = 0,1,1,0 -> rho = 1 - 6·2/(4·15) = 0.8
-    assert spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8, abs=1e-15)
-    rows = spearman(np.array([[1, 2, 3], [1, 2, 3]]), np.array([[3, 2, 1], [1, 2, 3]]))
-    np.testing.assert_array_equal(rows, [-1.0, 1.0])
-
-
-def test_spearman_matches_scipy_with_ties():
-    stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(5)
-    x, y = rng.integers(0, 5, (20, 30)), rng.integers(0, 4, (20, 30))
-    got = spearman(x, y)
-    np.testing.assert_allclose(got, [stats.spearmanr(a, b).statistic for a, b in zip(x, y)], rtol=1e-12)
-
-
-def test_kendall_tau_b_hand_cases():
-    # one discordant pair (2,3) out of 6: (5 - 1) / 6
-    assert kendall_tau_b([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(4 / 6, abs=1e-15)
-    # ties: x ties pair (0,1), y ties pair (1,2); 4 concordant, 0 discordant; 5 untied pairs each
-    # tau-b = 4 / sqrt(5 · 5) = 0.8
-    assert kendall_tau_b([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(0.8, abs=1e-15)
-    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
-    assert math.isnan(kendall_tau_b([1, 1, 1], [1, 2, 3]))
-
-
-def test_kendall_tau_b_matches_scipy():
-    stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(11)
-    for _ in range(20):
-        x, y = rng.integers(0, 6, 25), rng.integers(0, 6, 25)
-        assert kendall_tau_b(x, y) == pytest.approx(stats.kendalltau(x, y, variant="b").statistic, rel=1e-12)
-
-
-# --------------------------------------------------------------------------- bootstrap
-
-
-def rating_table(seed: int, n_queries: int = 30):
-    rng = np.random.default_rng(seed)
-    per_query = rng.integers(1, 5, n_queries)
-    q = np.repeat(np.arange(n_queries), per_query)
-    items = np.concatenate([rng.choice(100, k, replace=False) for k in per_query])
-    human = rng.integers(0, 6, q.size).astype(float)
-    model = human + rng.standard_normal(q.size)
-    return q, items, human, model
-
-
-def test_bootstrap_matches_one_sample_at_a_time():
-    q, items, human, model = rating_table(0)
-    got = bootstrap_spearman(q, items, human, model, n_samples=150, rng=np.random.default_rng(7))
-    ref = reference_bootstrap(q, items, human, model, 150, np.random.default_rng(7))
-    assert got == pytest.approx(ref, rel=1e-12)
-    assert 0.5 < got[0] < 1.0 and got[1] > 0
-
-
-def test_bootstrap_sample_structure():
-    """Each sample uses half the queries, one rated item each: with a query-constant human score
-    and a model that is the query id, every sample has rho exactly 1 -> mean 1, std 0."""
-    q, items, _, _ = rating_table(1, n_queries=11)
-    human = q.astype(float) * 2.0
-    model = q.astype(float) + np.random.default_rng(0).random(q.size) * 0.5  # within-query noise < gap
-    assert bootstrap_spearman(q, items, human, model, n_samples=70, rng=np.random.default_rng(1)) == (1.0, 0.0)
-
-
-def test_bootstrap_is_deterministic_for_a_seed_and_exact_for_identical_scores():
-    q, items, human, model = rating_table(2)
-    a = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(3))
-    b = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(3))
-    c = bootstrap_spearman(q, items, human, model, n_samples=200, rng=np.random.default_rng(4))
-    assert a == b and a != c
-    assert bootstrap_spearman(q, items, human, human.copy(), n_samples=200, rng=np.random.default_rng(3)) == (1.0, 0.0)
-
-
-def test_bootstrap_guards():
-    q, items, human, model = rating_table(3)
-    with pytest.raises(ValueError, match="rated more than once"):
-        bootstrap_spearman(np.r_[q, q[:1]], np.r_[items, items[:1]], np.r_[human, 1.0], np.r_[model, 1.0], rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="at least 4 distinct queries"):
-        bootstrap_spearman([0, 1, 2], [0, 0, 0], [1, 2, 3], [1, 2, 3], rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="NaN"):
-        bootstrap_spearman(q, items, human, np.where(q == 0, np.nan, model), rng=np.random.default_rng(0))
-
-
-# --------------------------------------------------------------------------- BISON, precision/recall
-
-
-def test_bison_accuracy_counts_ties_as_wrong():
-    # right, wrong, tie (wrong), right -> 2 / 4
-    assert bison_accuracy([0.9, 0.1, 0.5, 0.3], [0.1, 0.9, 0.5, 0.2]) == 0.5
-    with pytest.raises(ValueError, match="NaN"):
-        bison_accuracy([np.nan], [0.0])
-    with pytest.raises(ValueError, match="equal-length"):
-        bison_accuracy([1.0, 2.0], [0.0])
-
-
-def test_precision_recall_hand_case():
-    predicted = [("c1", "i1"), ("c1", "i2"), ("c2", "i1"), ("c2", "i1")]  # duplicate counts once
-    verified = [("c1", "i1"), ("c2", "i1"), ("c3", "i9"), ("c4", "i4")]
-    # 3 distinct predicted, 2 verified among them -> P = 2/3; 4 verified -> R = 2/4
-    assert precision_recall(predicted, verified) == (pytest.approx(2 / 3), 0.5)
-    assert precision_recall(np.array([[1, 2], [3, 4]]), [(1, 2)]) == (0.5, 1.0)
-    p, r = precision_recall([], [(1, 2)])
-    assert math.isnan(p) and r == 0.0
+        pmrp(scores, labels, np.ones((scores.shape[1], 1), dtype=bool), exclude_self=[-1, retrieval.SPAN + 3, -1])
 
 
 # --------------------------------------------------------------------------- guards
