@@ -25,6 +25,7 @@ from crisscross.core.errors import ParamError
 from crisscross.formats.cxc import cxc_csv
 from crisscross.formats.schema import RATING_TYPES, VERIFY
 from crisscross.formats.verify import verify_csv
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -35,8 +36,7 @@ from crisscross.pipelines.stage import (
     write_quarantine,
 )
 
-STAGE = "aggregate"
-DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
+STAGE = Stage(name="aggregate", order=120, description="judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, RoundSettings, add_flags)
+    stage = parse_args(STAGE, argv, RoundSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -34,6 +34,7 @@ from crisscross.core.settings import params_of, setting
 from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.formats.plan import ceiling, read_plan
 from crisscross.formats.schema import MAX_SECONDS_PER_ITEM, JudgmentRules
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -45,8 +46,9 @@ from crisscross.pipelines.stage import (
     write_quarantine,
 )
 
-STAGE = "annotate"
-DESCRIPTION = "Collect judgments for the tasks: import people's files, replay earlier judgments, or simulate a rater panel."
+STAGE = Stage(
+    name="annotate", order=100, description="tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
+)
 _SOURCE_DEFAULTS = SourceSettings()
 
 
@@ -81,7 +83,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, AnnotateSettings, add_flags)
+    stage = parse_args(STAGE, argv, AnnotateSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -18,9 +18,10 @@ from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.embed.encoders import IMAGE, TEXT
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, counters, parse_args, run_stage, worker_processes, write_quarantine
 
-DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
+STAGE = Stage(name="embed", order=20, description="items → embeddings per encoder (captions, co-caption means, images)")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class EmbedSettings:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("embed", DESCRIPTION, argv, EmbedSettings)
+    stage = parse_args(STAGE, argv, EmbedSettings)
     return run_stage(stage, build, report)
 
 

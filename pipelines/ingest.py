@@ -17,9 +17,10 @@ from crisscross.core.settings import Options, setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
-DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
+STAGE = Stage(name="ingest", order=10, description="source dataset → canonical images/captions tables + quarantine")
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("ingest", DESCRIPTION, argv, IngestSettings, add_flags)
+    stage = parse_args(STAGE, argv, IngestSettings, add_flags)
     return run_stage(stage, build, report)
 
 

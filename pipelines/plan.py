@@ -17,14 +17,16 @@ from crisscross.beam.plan import PlanCampaign
 from crisscross.campaign.plan import PlanSettings, power_curves_png
 from crisscross.core import io
 from crisscross.formats.plan import PLAN_FILE
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
-STAGE = "plan"
-DESCRIPTION = "Plan a campaign from a pilot: items and raters per type for target interval widths, its cost, what a budget buys."
+STAGE = Stage(
+    name="plan", order=140, description="pilot judgments → items and raters per type for target interval widths, cost, what a budget buys"
+)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, PlanSettings)
+    stage = parse_args(STAGE, argv, PlanSettings)
     return run_stage(stage, build, report)
 
 

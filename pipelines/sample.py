@@ -14,11 +14,10 @@ from crisscross.beam.sample import SampleCandidates
 from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, SampleSettings, candidate_csvs
 from crisscross.core import io
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
-DESCRIPTION = (
-    "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
-)
+STAGE = Stage(name="sample", order=40, description="neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +25,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("sample", DESCRIPTION, argv, SampleSettings, add_flags)
+    stage = parse_args(STAGE, argv, SampleSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -15,10 +15,11 @@ from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.settings import Options, setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, prepare
 
-DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
+STAGE = Stage(name="similarity", order=30, description="embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V row
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("similarity", DESCRIPTION, argv, SimilaritySettings)
+    stage = parse_args(STAGE, argv, SimilaritySettings)
     return run_stage(stage, build, report)
 
 

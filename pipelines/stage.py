@@ -27,6 +27,7 @@ from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
 from crisscross.core.settings import params_of, parse_params, setting, settings_from_params
+from crisscross.pipelines.registry import Stage, stages
 
 LOG = logging.getLogger("crisscross")
 
@@ -104,9 +105,8 @@ def read_params(path: str | None) -> dict[str, Any]:
         return {}
     if not isinstance(document, dict):
         raise ParamError(f"{path}: params must be a mapping of sections (base, data, one per stage), got {type(document).__name__}")
-    from crisscross.pipelines.cli import STAGES  # the stage table; imported here to avoid a cycle
-
-    known = [*SHARED_SECTIONS, *STAGES.names()]
+    named = sorted(stages())
+    known = [*SHARED_SECTIONS, *named]
     unknown = sorted(str(s) for s in set(document) - set(known))
     if unknown:
         raise ParamError(f"{path}: unknown params section(s) {unknown}; known: {known}")
@@ -114,9 +114,9 @@ def read_params(path: str | None) -> dict[str, Any]:
     if not isinstance(rounds, dict) or not all(isinstance(r, dict | None) for r in rounds.values()):
         raise ParamError(f"{path}: {ROUNDS} must map round names to sections per stage, e.g. {ROUNDS}: {{sits: {{tasks: {{}}}}}}")
     for name, sections in rounds.items():
-        stray = sorted(str(s) for s in set(sections or {}) - set(STAGES.names()))
+        stray = sorted(str(s) for s in set(sections or {}) - set(named))
         if stray:
-            raise ParamError(f"{path}: unknown stage section(s) {stray} in {ROUNDS}.{name}; known: {STAGES.names()}")
+            raise ParamError(f"{path}: unknown stage section(s) {stray} in {ROUNDS}.{name}; known: {named}")
     return document
 
 
@@ -180,16 +180,16 @@ class BaseSettings:
 
 
 def parse_args(
-    name: str,
-    description: str,
+    stage: Stage,
     argv: list[str],
     defaults: Mapping[str, Any] | type,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> StageArgs:
     """``defaults``: the stage's settings class (preferred), or a mapping of default params."""
+    name = stage.name
     parser = argparse.ArgumentParser(
         prog=f"crisscross {name}",
-        description=description,
+        description=stage.description,
         epilog="Other --flags are Apache Beam pipeline options (e.g. --runner, --direct_num_workers).",
     )
     parser.add_argument("--in", dest="inputs", required=True, help="input file or directory")

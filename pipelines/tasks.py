@@ -31,14 +31,12 @@ from crisscross.core.errors import InputError
 from crisscross.core.settings import params_of
 from crisscross.formats.plan import ceiling, designs, read_plan
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "tasks"
+STAGE = Stage(name="tasks", order=90, description="candidates → annotation tasks in batches with gold items, exported per tool")
 HELD_BACK = "held_back.parquet"  # items a campaign plan's sample leaves for a later round
 BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
-DESCRIPTION = (
-    "Turn candidate pairs into annotation tasks: items in seeded batches with known-positive and known-negative gold, exported per tool."
-)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +51,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TaskParams, add_flags)
+    stage = parse_args(STAGE, argv, TaskParams, add_flags)
     if stage.flags.plan:
         stage.settings = planned(stage.settings, read_plan(stage.flags.plan))
         stage.params = params_of(stage.settings)

@@ -30,10 +30,12 @@ from crisscross.campaign.topup import TopUpSettings, raters_for
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, load_params, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "topup"
-DESCRIPTION = "Write the batches that close a round's open items: those its stop rule has not decided, or short of tasks.replicas."
+STAGE = Stage(
+    name="topup", order=110, description="a round's judgments so far → the batches that close its open items (file-based crowd tools)"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +46,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TopUpSettings, add_flags)
+    stage = parse_args(STAGE, argv, TopUpSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -25,10 +25,12 @@ from crisscross.beam.triage import TriageRound
 from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE, TriagedRound, TriageSettings
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, local_paths, parse_args, require, run_stage, write_quarantine
 
-STAGE = "triage"
-DESCRIPTION = "Machine in the loop: fit on people's audit, label the pairs beyond certified cuts, leave the rest to people."
+STAGE = Stage(
+    name="triage", order=130, description="tasks + people's audit → machine labels beyond certified cuts, the rest still for people"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +40,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TriageSettings, add_flags)
+    stage = parse_args(STAGE, argv, TriageSettings, add_flags)
     return run_stage(stage, build, report)
 
 
