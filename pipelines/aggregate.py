@@ -17,9 +17,10 @@ import apache_beam as beam
 import pandas as pd
 import pyarrow as pa
 
+from crisscross.aggregate.excluded import aggregate_files
 from crisscross.aggregate.plots import item_std_png, score_distribution_png
 from crisscross.aggregate.round import KEPT_JUDGMENTS, RoundResult, RoundSettings, checked
-from crisscross.beam.aggregate import AggregateRound
+from crisscross.beam.common import WholeTable
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.formats.cxc import cxc_csv
@@ -56,8 +57,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         raise ParamError(f"{stage.flags.params or 'params'}: aggregate: {error}") from error
     judgments = require(io.join(stage.inputs, "judgments.parquet"), "annotate")
     tasks = require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks")
-    outputs = pipeline | "Aggregate" >> AggregateRound(judgments, tasks, settings)
-    outputs.result | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Aggregate" >> WholeTable(STAGE.name, aggregate_files, judgments, tasks, settings)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.plan import PlanCampaign
-from crisscross.campaign.plan import PlanSettings, power_curves_png
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.plan import PlanSettings, plan_from_pilot, power_curves_png
 from crisscross.core import io
 from crisscross.formats.plan import PLAN_FILE
 from crisscross.pipelines.registry import Stage
@@ -32,8 +32,8 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
     judgments = require(io.join(stage.inputs, "judgments.parquet"), "annotate")
-    outputs = pipeline | "Plan" >> PlanCampaign(judgments, stage.settings, stage.seed)
-    outputs.plan | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Plan" >> WholeTable(STAGE.name, plan_from_pilot, judgments, stage.settings, stage.seed)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -25,8 +25,8 @@ import pyarrow as pa
 from crisscross.aggregate.round import KEPT_JUDGMENTS
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import ANSWER_KEY, export_tasks
-from crisscross.beam.topup import TopUpRound
-from crisscross.campaign.topup import TopUpSettings, raters_for
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.topup import TopUpSettings, raters_for, top_up
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
@@ -57,8 +57,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
     require(io.join(stage.inputs, "judgments.parquet"), "annotate")
     counted = io.join(stage.flags.rated, KEPT_JUDGMENTS) if stage.flags.rated else io.join(stage.inputs, "judgments.parquet")
     inputs = {"tasks": require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks"), "judgments": require(counted, "aggregate")}
-    outputs = pipeline | "TopUp" >> TopUpRound(inputs, replicas, replication, stage.settings.step)
-    outputs.round | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
+    outputs = pipeline | "TopUp" >> WholeTable(STAGE.name, top_up, inputs, replicas, replication, stage.settings.step)
+    outputs.kept | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -21,7 +21,8 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 
-from crisscross.beam.triage import TriageRound
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.audit import triage_files
 from crisscross.campaign.triage import MACHINE, OPEN, PEOPLE, TriagedRound, TriageSettings
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
@@ -52,8 +53,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
         "embeddings": stage.flags.embeddings,
         "items": stage.flags.items,
     }
-    outputs = pipeline | "Triage" >> TriageRound(inputs, stage.settings, stage.seed)
-    outputs.result | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Triage" >> WholeTable(STAGE.name, triage_files, inputs, stage.settings, stage.seed)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 
