@@ -50,7 +50,7 @@ def _ids(table_path: str, column: str) -> list[str]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    if not stage.params["text_encoders"] and not stage.params["image_encoders"]:
+    if not stage.settings.text_encoders and not stage.settings.image_encoders:
         raise ParamError("embed.text_encoders and embed.image_encoders are both empty: name at least one encoder")
     captions_path = io.join(stage.inputs, "captions.parquet")
     images_path = io.join(stage.inputs, "images.parquet")
@@ -61,7 +61,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     tables = {TEXT: (captions_path, caption_ids, CAPTION_KIND), IMAGE: (images_path, image_ids, IMAGE_KIND)}
     rejected, skipped, encoders, rows = [], [], {}, {}
     processes = worker_processes(stage.beam_args)
-    for modality, specs in ((TEXT, stage.params["text_encoders"]), (IMAGE, stage.params["image_encoders"])):
+    for modality, specs in ((TEXT, stage.settings.text_encoders), (IMAGE, stage.settings.image_encoders)):
         path, ids, kind = tables[modality]
         parse_id = functools.partial(scheme.parse, kind=kind) if scheme else str
         for spec in specs:

@@ -81,7 +81,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     configure_logging()
     started = time.perf_counter()
     flags = parser().parse_args(argv)
-    _, _, settings = load_params(flags.params, STAGE.name, ReleaseSettings)
+    settings, _ = load_params(flags.params, STAGE.name, ReleaseSettings)
     optional = lambda value: Path(value) if value else None
     previous = flags.previous or settings.previous
     request = ReleaseRequest(

@@ -81,9 +81,9 @@ class ServeParams:
 
 
 def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> ServeParams:
-    _, base, serve = load_params(params, STAGE.name, ServeSettings)
-    annotate, _, checked = load_params(params, "annotate", AnnotateSettings, round_name)
-    return ServeParams(serve, ceiling_of(params, round_name, plan), int(base["seed"]), replication_of(annotate, plan), checked.rules)
+    serve, seed = load_params(params, STAGE.name, ServeSettings)
+    annotate, _ = load_params(params, "annotate", AnnotateSettings, round_name)
+    return ServeParams(serve, ceiling_of(params, round_name, plan), seed, replication_of(annotate, plan), annotate.rules)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

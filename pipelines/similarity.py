@@ -46,8 +46,9 @@ def spaces(embeddings_dir: str) -> list[str]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    k = int(stage.params["k"])
-    backend = BACKENDS.create(stage.params["backend"], **stage.params["backend_options"])
+    settings: SimilaritySettings = stage.settings
+    k = settings.k
+    backend = BACKENDS.create(settings.backend, **settings.backend_options)
     processes = worker_processes(stage.beam_args)
     plan: dict[str, dict[str, Any]] = {}
     rejected = []
@@ -76,16 +77,14 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         entry = {
             **facts,
             "k": k,
-            "backend": stage.params["backend"],
+            "backend": stage.settings.backend,
             "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"], k),
         }
         if facts["rows"] >= 2:
             table = io.read_parquet(io.join(out, space, "neighbours.parquet"))
             entry["pairs"] = table.num_rows
             if backend.approximate:
-                entry["recall_at_k"] = measured_recall(
-                    io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), stage.seed
-                )
+                entry["recall_at_k"] = measured_recall(io.join(stage.inputs, space), table, k, stage.settings.recall_queries, stage.seed)
         per_space[space] = entry
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
         if "recall_at_k" in entry:

@@ -51,7 +51,7 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
-    annotate, _, _ = load_params(stage.flags.params, "annotate", AnnotateSettings, stage.flags.round)
+    annotate, _ = load_params(stage.flags.params, "annotate", AnnotateSettings, stage.flags.round)
     replication = replication_of(annotate, stage.flags.plan)
     replicas = ceiling_of(stage.flags.params, stage.flags.round, stage.flags.plan)
     require(io.join(stage.inputs, "judgments.parquet"), "annotate")
