@@ -85,6 +85,11 @@ PARAMS_CASES = {
     "not-a-mapping": ("- 1\n- 2\n", "params must be a mapping of sections"),
     "round-stray-stage": ("rounds:\n  sits:\n    taks: {batch_size: 3}\n", "unknown stage section(s) ['taks'] in rounds.sits"),
     "rounds-not-a-mapping": ("rounds: [sits]\n", "rounds must map round names to sections per stage"),
+    # a nested section's key, at any depth: its dotted key names it
+    "nested-simulate": ("annotate:\n  simulate:\n    noise_sd: -1\n", "annotate.simulate.noise_sd must be >= 0.0, got -1"),
+    "nested-anchor": ("annotate:\n  simulate:\n    anchors: {STS: [0.1]}\n", "annotate.simulate.anchors.STS must be a list of 2"),
+    "nested-replication": ("annotate:\n  replication: {alpha: 2}\n", "annotate.replication.alpha must be > 0.0 and < 1.0, got 2"),
+    "nested-rules": ("aggregate:\n  rules: {min_gold_accuracy: 3}\n", "aggregate.rules.min_gold_accuracy must be >= 0.0 and <= 1.0, got 3"),
 }
 STAGE_OF_CASE = {
     "k-zero": "similarity",
@@ -94,6 +99,10 @@ STAGE_OF_CASE = {
     "bool-as-text": "sample",
     "enum": "annotate",
     "list-element": "evaluate",
+    "nested-simulate": "annotate",
+    "nested-anchor": "annotate",
+    "nested-replication": "annotate",
+    "nested-rules": "aggregate",
 }
 
 
@@ -102,7 +111,12 @@ def params_mistake(case: str, tmp_path: Path) -> list[str]:
     params = tmp_path / "p.yaml"
     params.write_text(PARAMS_CASES[case][0])
     stage = STAGE_OF_CASE.get(case, "similarity")
-    extra = {"tasks": ["--items", "x", "--embeddings", "y"], "sample": ["--items", "x"], "evaluate": ["--items", "x", "--truth", "coco"]}
+    extra = {
+        "tasks": ["--items", "x", "--embeddings", "y"],
+        "sample": ["--items", "x"],
+        "evaluate": ["--items", "x", "--truth", "coco"],
+        "aggregate": ["--tasks", "x"],
+    }
     return [stage, "--in", str(tmp_path / "missing"), "--out", str(tmp_path / "out"), "--params", str(params), *extra.get(stage, [])]
 
 
@@ -122,7 +136,7 @@ def test_params_mistakes_are_one_line_with_the_dotted_key(case: str, tmp_path: P
     assert_one_line(case, code, capsys.readouterr().err, tmp_path)
 
 
-@pytest.mark.parametrize("case", ["misspelt-section", "quantile-above-one"])  # refused for the whole file; by a stage's settings
+@pytest.mark.parametrize("case", ["misspelt-section", "quantile-above-one", "nested-simulate"])  # the whole file; a section; a nested one
 def test_params_mistakes_through_the_installed_command(case: str, tmp_path: Path) -> None:
     run = subprocess.run(["crisscross", *params_mistake(case, tmp_path)], capture_output=True, text=True, check=False)
     assert_one_line(case, run.returncode, run.stderr, tmp_path)
