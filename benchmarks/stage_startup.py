@@ -1,6 +1,6 @@
 """How long a stage command takes to start, and what ``dvc repro`` spends around the stages' own work.
 
-1. **Start-up.**  ``crisscross <stage> --help`` for every stage of ``crisscross.pipelines.cli``: the
+1. **Start-up.**  ``crisscross <stage> --help`` for every stage of the registry (``crisscross.pipelines.registry``): the
    interpreter, the command's imports and argument parsing, nothing else.  **The references are
    ``python -c pass`` and ``python -c "import apache_beam"`` in the same run** (the latter ending in
    ``os._exit`` as the ``crisscross`` command does, so neither pays for tearing Beam's threads
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import save_result
-from crisscross.pipelines.cli import STAGES
+from crisscross.pipelines.registry import module_of, stages
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "tensorflow", "matplotlib", "faiss", "sentence_transformers", "fastapi", "scipy", "numba", "mlcroissant")
@@ -78,7 +78,7 @@ def startup(rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "import apache_beam": [sys.executable, "-c", "import apache_beam, os; os._exit(0)"],
-        **{stage: ["crisscross", stage, "--help"] for stage in STAGES.names()},
+        **{stage: ["crisscross", stage, "--help"] for stage in stages()},
     }
     names = list(commands)
     seconds: dict[str, list[float]] = {name: [] for name in names}
@@ -91,7 +91,7 @@ def startup(rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
 
 def heavy_imports(stage: str, env: dict[str, str]) -> list[str]:
     """The ``HEAVY`` libraries a fresh process has loaded after importing the stage's module."""
-    module = STAGES.create(stage)
+    module = module_of(stage)
     code = f"import sys, {module}; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout.split()
 
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> None:
     env = environment()
     gcp = gcp_installed()
     seconds = startup(QUICK_ROUNDS if args.quick else ROUNDS, env)
-    heavy = {stage: heavy_imports(stage, env) for stage in STAGES.names()}
+    heavy = {stage: heavy_imports(stage, env) for stage in stages()}
     runs, freeze = demo_build(QUICK_REPROS if args.quick else REPROS, QUICK_FREEZE_ROUNDS if args.quick else FREEZE_ROUNDS, env)
     report(seconds, heavy, runs, freeze, gcp, args.quick)
 

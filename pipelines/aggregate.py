@@ -17,13 +17,15 @@ import apache_beam as beam
 import pandas as pd
 import pyarrow as pa
 
+from crisscross.aggregate.excluded import aggregate_files
 from crisscross.aggregate.plots import item_std_png, score_distribution_png
 from crisscross.aggregate.round import KEPT_JUDGMENTS, RoundResult, RoundSettings, checked
-from crisscross.beam.aggregate import AggregateRound
+from crisscross.beam.common import WholeTable
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.formats.cxc import CXC_FILES, cxc_csv
 from crisscross.formats.verify import verify_csv
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -36,8 +38,7 @@ from crisscross.pipelines.stage import (
 from crisscross.tasktypes import rated_type_names
 from crisscross.tasktypes.verify import VERIFY
 
-STAGE = "aggregate"
-DESCRIPTION = "Quality-control raters, aggregate judgments per item, measure agreement, decide positives, write CxC-shaped rated pairs."
+STAGE = Stage(name="aggregate", order=120, description="judgments → rater QC, aggregated rated pairs (CxC shape), agreement, plots")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, RoundSettings, add_flags)
+    stage = parse_args(STAGE, argv, RoundSettings, add_flags)
     return run_stage(stage, build, report)
 
 
@@ -57,8 +58,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         raise ParamError(f"{stage.flags.params or 'params'}: aggregate: {error}") from error
     judgments = require(io.join(stage.inputs, "judgments.parquet"), "annotate")
     tasks = require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks")
-    outputs = pipeline | "Aggregate" >> AggregateRound(judgments, tasks, settings)
-    outputs.result | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Aggregate" >> WholeTable(STAGE.name, aggregate_files, judgments, tasks, settings)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

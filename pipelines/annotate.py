@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +33,7 @@ from crisscross.core.settings import params_of, setting
 from crisscross.formats.cxc import CXC_SPLITS
 from crisscross.formats.plan import ceiling, read_plan
 from crisscross.formats.schema import MAX_SECONDS_PER_ITEM, JudgmentRules
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -45,8 +45,9 @@ from crisscross.pipelines.stage import (
     write_quarantine,
 )
 
-STAGE = "annotate"
-DESCRIPTION = "Collect judgments for the tasks: import people's files, replay earlier judgments, or simulate a rater panel."
+STAGE = Stage(
+    name="annotate", order=100, description="tasks → judgments: import people's files, replay earlier judgments, or simulate raters"
+)
 _SOURCE_DEFAULTS = SourceSettings()
 
 
@@ -81,14 +82,14 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, AnnotateSettings, add_flags)
+    stage = parse_args(STAGE, argv, AnnotateSettings, add_flags)
     return run_stage(stage, build, report)
 
 
-def replication_of(params: Mapping[str, Any], plan: str | None = None) -> ReplicationSettings:
-    """``annotate.replication`` (of the annotate params, checked when read), each type's rater
-    spread filled from ``plan`` (a plan stage output) where params give none."""
-    settings: ReplicationSettings = params["replication"]
+def replication_of(annotate: AnnotateSettings, plan: str | None = None) -> ReplicationSettings:
+    """``annotate.replication``, each type's rater spread filled from ``plan`` (a plan stage
+    output) where params give none."""
+    settings = annotate.replication
     if plan is not None:
         settings = with_pilot_spread(settings, read_plan(plan))
     if settings.rule != FIXED and not settings.rater_sd:
@@ -100,16 +101,16 @@ def replication_of(params: Mapping[str, Any], plan: str | None = None) -> Replic
 
 
 def source_settings(stage: StageArgs) -> SourceSettings:
-    params = stage.params
+    settings: AnnotateSettings = stage.settings
     return SourceSettings(
         judgments=tuple(stage.flags.judgments),
         embeddings=stage.flags.embeddings,
         items=stage.flags.items,
-        format=params["format"],
-        replay_split=params["replay_split"],
-        simulate=params["simulate"],
+        format=settings.format,
+        replay_split=settings.replay_split,
+        simulate=settings.simulate,
         seed=stage.seed,
-        rules=stage.settings.rules,
+        rules=settings.rules,
     )
 
 
@@ -117,8 +118,9 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     replication = adaptive(stage)  # a bad stop rule fails before anything is read
     tasks = require(io.join(stage.inputs, "tasks.parquet"), "tasks")
     settings = source_settings(stage)
-    JUDGMENT_SOURCES.create(stage.params["source"], settings=settings)  # an unusable source fails before the pipeline runs
-    outputs = pipeline | "Annotate" >> CollectJudgments(tasks, stage.params["source"], settings, replication)
+    source = stage.settings.source
+    JUDGMENT_SOURCES.create(source, settings=settings)  # an unusable source fails before the pipeline runs
+    outputs = pipeline | "Annotate" >> CollectJudgments(tasks, source, settings, replication)
     outputs.collected | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
     return replication
@@ -126,7 +128,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 
 def adaptive(stage: StageArgs) -> tuple[ReplicationSettings, int] | None:
     """The stop rule and its ceiling (:func:`ceiling_of`), or None for the fixed design."""
-    replication = replication_of(stage.params, stage.flags.plan)
+    replication = replication_of(stage.settings, stage.flags.plan)
     if replication.rule == FIXED:
         return None
     return replication, ceiling_of(stage.flags.params, stage.flags.round, stage.flags.plan)
@@ -137,7 +139,7 @@ def ceiling_of(params: str | None, round_name: str | None, plan: str | None) -> 
     ``tasks.replicas`` with the round laid over."""
     if plan is not None:
         return ceiling(read_plan(plan))
-    return load_params(params, "tasks", TaskParams, round_name)[2].replicas
+    return load_params(params, "tasks", TaskParams, round_name)[0].replicas
 
 
 def write(collected: tuple[pa.Table, pa.Table, dict[str, Any], pa.Table | None], out: str) -> None:
@@ -158,7 +160,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         kind: f"{c['judgments']:,} judgments of {c['items']:,} items by {c['workers']} worker{'s' * (c['workers'] != 1)}"
         for kind, c in counts["by_task_type"].items()
     }
-    lines["source"] = stage.params["source"] + (" (SIMULATED raters: not people)" if simulated else "")
+    lines["source"] = stage.settings.source + (" (SIMULATED raters: not people)" if simulated else "")
     lines["unjudged"] = f"{unjudged.num_rows} task rows still need people → {stage.shown(io.join(stage.out, 'unjudged.parquet'))}"
     lines["rejected"] = f"{counts['rejected_total']} {counts['rejected'] or ''} → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     facts = json.loads(io.read_bytes(io.join(done.out, "source.json")))
@@ -170,7 +172,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         )
     return {
         **counts,
-        "source": stage.params["source"],
+        "source": stage.settings.source,
         "simulated": simulated,
         "unjudged": unjudged.num_rows,
         "source_facts": facts,

@@ -28,10 +28,10 @@ from crisscross.candidates.bison import chosen_candidates
 from crisscross.core import io
 from crisscross.core.errors import ParamError
 from crisscross.embed.sets import CAPTIONS, EmbeddingSet, encoder_slug, set_dir
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "bison"
-DESCRIPTION = "Turn BISON's CHOOSE round into VERIFY-TRIPLE candidates and, once verified, into COCO-BISON triples (JSON + table)."
+STAGE = Stage(name="bison", order=80, description="BISON rounds → chosen captions to verify, then verified triples (JSON, table)")
 JSON_NAME = "bison_annotations.json"
 
 
@@ -54,7 +54,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, BisonSettings, add_flags)
+    stage = parse_args(STAGE, argv, BisonSettings, add_flags)
     return run_stage(stage, build, report)
 
 

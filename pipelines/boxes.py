@@ -25,6 +25,7 @@ from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.entities.boxes import TASKS, BoxSettings
 from crisscross.entities.outputs import write_results
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -35,8 +36,9 @@ from crisscross.pipelines.stage import (
     write_quarantine,
 )
 
-STAGE = "boxes"
-DESCRIPTION = "Collect boxes for each coreference chain (simulated crowd or a Label Studio export), merge them, write the Entities files."
+STAGE = Stage(
+    name="boxes", order=200, description="chains → boxes by a per-chain state machine, merged; Entities files, Label Studio tasks"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +52,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, BoxSettings, add_flags)
+    stage = parse_args(STAGE, argv, BoxSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -17,14 +17,14 @@ import apache_beam as beam
 from crisscross.beam.coref import ResolveCoreference
 from crisscross.core import io
 from crisscross.entities.coref import CorefSettings, chain_accuracy, chains_table
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
-STAGE = "coref"
-DESCRIPTION = "Link the mentions of each image's captions into coreference chains, asking O(|M|·|C|) links."
+STAGE = Stage(name="coref", order=190, description="mentions → cross-caption coreference chains (O(|M|·|C|) links, verification)")
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, CorefSettings)
+    stage = parse_args(STAGE, argv, CorefSettings)
     return run_stage(stage, build, report)
 
 

@@ -20,10 +20,12 @@ from crisscross.beam.decoys import FindDecoys
 from crisscross.candidates.bison import DecoySettings, decoy_candidates, decoys_table
 from crisscross.core import io
 from crisscross.embed.sets import COCAPTION_MEAN, set_dir
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "decoys"
-DESCRIPTION = "Find each image's BISON decoy: its nearest other image by the mean word embedding of its captions."
+STAGE = Stage(
+    name="decoys", order=70, description="embeddings + items → BISON decoys: each image's nearest image by mean caption embedding"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +33,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, DecoySettings, add_flags)
+    stage = parse_args(STAGE, argv, DecoySettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -19,13 +19,13 @@ from crisscross.beam.derive import DeriveC2I
 from crisscross.candidates.c2i import METHODS, C2ICandidate, DeriveSettings, candidates_table, sits_csv
 from crisscross.core import io
 from crisscross.formats.cxc import CXC_FILES
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 from crisscross.tasktypes.sis import SIS
 from crisscross.tasktypes.sts import STS
 
-STAGE = "derive"
+STAGE = Stage(name="derive", order=60, description="rated STS/SIS pairs → CxC C2I candidates (c2i_intrasim by rank, c2i_original)")
 CXC_PREFIX = "cxc:"
-DESCRIPTION = "Derive CxC caption–image (C2I) candidates from rated caption and image pairs, plus every original pair."
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, DeriveSettings, add_flags)
+    stage = parse_args(STAGE, argv, DeriveSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -18,9 +18,10 @@ from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
 from crisscross.embed.encoders import IMAGE, TEXT
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, counters, parse_args, run_stage, worker_processes, write_quarantine
 
-DESCRIPTION = "Embed captions and images with each configured encoder; per image, the co-caption mean of each text encoder."
+STAGE = Stage(name="embed", order=20, description="items → embeddings per encoder (captions, co-caption means, images)")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class EmbedSettings:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("embed", DESCRIPTION, argv, EmbedSettings)
+    stage = parse_args(STAGE, argv, EmbedSettings)
     return run_stage(stage, build, report)
 
 
@@ -49,7 +50,7 @@ def _ids(table_path: str, column: str) -> list[str]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    if not stage.params["text_encoders"] and not stage.params["image_encoders"]:
+    if not stage.settings.text_encoders and not stage.settings.image_encoders:
         raise ParamError("embed.text_encoders and embed.image_encoders are both empty: name at least one encoder")
     captions_path = io.join(stage.inputs, "captions.parquet")
     images_path = io.join(stage.inputs, "images.parquet")
@@ -60,7 +61,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     tables = {TEXT: (captions_path, caption_ids, CAPTION_KIND), IMAGE: (images_path, image_ids, IMAGE_KIND)}
     rejected, skipped, encoders, rows = [], [], {}, {}
     processes = worker_processes(stage.beam_args)
-    for modality, specs in ((TEXT, stage.params["text_encoders"]), (IMAGE, stage.params["image_encoders"])):
+    for modality, specs in ((TEXT, stage.settings.text_encoders), (IMAGE, stage.settings.image_encoders)):
         path, ids, kind = tables[modality]
         parse_id = functools.partial(scheme.parse, kind=kind) if scheme else str
         for spec in specs:

@@ -28,6 +28,7 @@ from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
 from crisscross.evaluate.report import markdown, recall_at_k_png
 from crisscross.evaluate.tables import read_bison, read_labels
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import (
     Finished,
     StageArgs,
@@ -51,7 +52,7 @@ from crisscross.scoring.models import (
 )
 from crisscross.scoring.protocol import EvaluateSettings, Settings, model_gallery, model_ranking_agreement, positives_agreement, runnable
 
-DESCRIPTION = "Score models on retrieval (R@K, ranks, mAP@R, R-Precision, PMRP), bootstrap Spearman and BISON against ground truths."
+STAGE = Stage(name="evaluate", order=220, description="models × ground truths → retrieval, correlation and selection metrics, report, plot")
 HEADLINE = ("R@1", "R@5", "R@10", "median_rank")
 
 
@@ -81,7 +82,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("evaluate", DESCRIPTION, argv, EvaluateSettings, add_flags)
+    stage = parse_args(STAGE, argv, EvaluateSettings, add_flags)
     return run_stage(stage, build, report)
 
 

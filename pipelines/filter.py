@@ -23,9 +23,10 @@ from crisscross.candidates.annotators import load_annotators
 from crisscross.candidates.machine import ANNOTATORS_FILE, FilterSettings, annotator_specs, candidates_csv, queries_table
 from crisscross.core import io
 from crisscross.formats.schema import NOT_GOLD
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-DESCRIPTION = "Filter image–caption candidates with machine annotators (ECCV Caption): top-K lists united, VERIFY batches, diversity."
+STAGE = Stage(name="filter", order=50, description="embeddings + items → ECCV machine-annotator VERIFY candidates, gold batches, diversity")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("filter", DESCRIPTION, argv, FilterSettings, add_flags)
+    stage = parse_args(STAGE, argv, FilterSettings, add_flags)
     return run_stage(stage, build, report)
 
 

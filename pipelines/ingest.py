@@ -17,9 +17,10 @@ from crisscross.core.settings import Options, setting
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
-DESCRIPTION = "Read a captioned-image dataset with a named reader, validate it, and write canonical tables."
+STAGE = Stage(name="ingest", order=10, description="source dataset → canonical images/captions tables + quarantine")
 
 
 @dataclass(frozen=True)
@@ -36,14 +37,15 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("ingest", DESCRIPTION, argv, IngestSettings, add_flags)
+    stage = parse_args(STAGE, argv, IngestSettings, add_flags)
     return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    reader = READERS.create(stage.params["reader"], **stage.params["reader_options"])
+    settings: IngestSettings = stage.settings
+    reader = READERS.create(settings.reader, **settings.reader_options)
     images_dir = stage.flags.images or None
-    ingest = IngestItems(reader, stage.inputs, images_dir, stage.params["max_text_length"], root=stage.root)
+    ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root)
     outputs = pipeline | "Ingest" >> ingest
     for name, batches, to_table, schema in (
         ("images", outputs.images, images_table, IMAGES_SCHEMA),
@@ -72,7 +74,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     rejected_line = "; ".join(f"{kind} {reason} {n}" for kind, reasons in rejected.items() for reason, n in reasons.items())
     return {
         "source": stage.shown(stage.inputs),
-        "reader": stage.params["reader"],
+        "reader": stage.settings.reader,
         "images_dir": images_dir and stage.shown(images_dir),
         "images": images.num_rows,
         "captions": captions.num_rows,
@@ -81,7 +83,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "rejected": rejected,
         "rejected_total": len(quarantine),
         "summary": {
-            "read": f"{stage.shown(stage.inputs)} with reader {stage.params['reader']}",
+            "read": f"{stage.shown(stage.inputs)} with reader {stage.settings.reader}",
             "kept": f"{images.num_rows} images ({', '.join(f'{n} {k}' for k, n in pixels.items())} pixels), {captions.num_rows} captions",
             "rejected": f"{len(quarantine)} ({rejected_line or 'none'}) → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
             **({"WARNING": "; ".join(warnings)} if warnings else {}),

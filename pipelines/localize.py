@@ -17,10 +17,10 @@ import apache_beam as beam
 from crisscross.beam.localize import PROPOSALS, LocalizePhrases
 from crisscross.core import io
 from crisscross.entities.localize import LocalizeSettings
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "localize"
-DESCRIPTION = "Evaluate phrase localization (R@1, R@K at IoU 0.5, AP per phrase type) from scored box proposals."
+STAGE = Stage(name="localize", order=210, description="boxes + scored proposals → phrase localization R@1, R@K, AP per type")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, LocalizeSettings, add_flags)
+    stage = parse_args(STAGE, argv, LocalizeSettings, add_flags)
     return run_stage(stage, build, report)
 
 

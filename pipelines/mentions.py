@@ -19,15 +19,15 @@ from crisscross.beam.mentions import ExtractMentions
 from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.entities.mentions import MentionSettings, captions_table, mentions_table
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
-STAGE = "mentions"
+STAGE = Stage(name="mentions", order=180, description="captions or Flickr30k Entities Sentences → typed noun-phrase mentions")
 ENTITIES_PREFIX = "entities:"
-DESCRIPTION = "Find the noun-phrase mentions of each caption (rule chunker) or read them from a Flickr30k Entities release."
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, MentionSettings)
+    stage = parse_args(STAGE, argv, MentionSettings)
     return run_stage(stage, build, report)
 
 

@@ -13,25 +13,27 @@ from typing import Any
 
 import apache_beam as beam
 
-from crisscross.beam.plan import PlanCampaign
-from crisscross.campaign.plan import PlanSettings, power_curves_png
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.plan import PlanSettings, plan_from_pilot, power_curves_png
 from crisscross.core import io
 from crisscross.formats.plan import PLAN_FILE
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, require, run_stage, write_quarantine
 
-STAGE = "plan"
-DESCRIPTION = "Plan a campaign from a pilot: items and raters per type for target interval widths, its cost, what a budget buys."
+STAGE = Stage(
+    name="plan", order=140, description="pilot judgments → items and raters per type for target interval widths, cost, what a budget buys"
+)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, PlanSettings)
+    stage = parse_args(STAGE, argv, PlanSettings)
     return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
     judgments = require(io.join(stage.inputs, "judgments.parquet"), "annotate")
-    outputs = pipeline | "Plan" >> PlanCampaign(judgments, stage.settings, stage.seed)
-    outputs.plan | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Plan" >> WholeTable(STAGE.name, plan_from_pilot, judgments, stage.settings, stage.seed)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -27,10 +27,14 @@ from crisscross.aggregate.positives import (
 from crisscross.beam.positives import BuildPositives, PositivesInputs, found_by
 from crisscross.candidates.machine import ANNOTATORS_FILE, read_queries
 from crisscross.core import io
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, source_spec, write_quarantine
 
-STAGE = "positives"
-DESCRIPTION = "Merge verified positives with the original (and other truths') pairs into an ECCV-shaped ground truth; audit annotator bias."
+STAGE = Stage(
+    name="positives",
+    order=150,
+    description="VERIFY round → ECCV-shaped ground truth (verified ∪ original ∪ merged positives), annotator bias audit",
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +55,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, PositivesSettings, add_flags)
+    stage = parse_args(STAGE, argv, PositivesSettings, add_flags)
     return run_stage(stage, build, report)
 
 

@@ -21,16 +21,20 @@ from typing import Any
 from crisscross.core.errors import ParamError
 from crisscross.formats.dvclock import chosen_anchor
 from crisscross.formats.manifest import verify
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import configure_logging, load_params, read_params
 from crisscross.release.build import build, diff_releases
 from crisscross.release.parts import BISON, ENTITIES, MACHINE_LABELS
 from crisscross.release.request import ReleaseRequest, ReleaseSettings, rounds_from
 
-STAGE = "release"
+STAGE = Stage(
+    name="release",
+    order=230,
+    description="rated rounds → versioned release (CxC files, card, Croissant, checksums); release verify DIR, release diff A B",
+)
 # what an unanchored verify passes without a word: it says so, and --anchored makes it fail
 UNANCHORED = "a file edited together with SHA256SUMS would pass: --lock or --md5 anchor it"
 STALE = "--anchored makes this fail"
-DESCRIPTION = "Build a versioned dataset release from the rated rounds, COCO-BISON triples, Flickr30k Entities boxes and machine labels (also: `release verify DIR`, `release diff A B`)."
 
 
 def _paths(text: str | None) -> list[str]:
@@ -38,7 +42,7 @@ def _paths(text: str | None) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"crisscross {STAGE}", description=DESCRIPTION)
+    p = argparse.ArgumentParser(prog=f"crisscross {STAGE.name}", description=STAGE.description)
     p.add_argument(
         "--rated", default=None, help="aggregate outputs, one per round, comma-joined (build/rated,build/sits/rated,build/verify/rated)"
     )
@@ -77,7 +81,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     configure_logging()
     started = time.perf_counter()
     flags = parser().parse_args(argv)
-    _, _, settings = load_params(flags.params, STAGE, ReleaseSettings)
+    settings, _ = load_params(flags.params, STAGE.name, ReleaseSettings)
     optional = lambda value: Path(value) if value else None
     previous = flags.previous or settings.previous
     request = ReleaseRequest(
@@ -104,7 +108,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     report = build(request)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lines = [
-        f"{STAGE}: {report['name']} {report['version']} in {time.perf_counter() - started:.1f}s, peak RSS {peak:.0f} MiB → {request.out}"
+        f"{STAGE.name}: {report['name']} {report['version']} in {time.perf_counter() - started:.1f}s, peak RSS {peak:.0f} MiB → {request.out}"
     ]
     if report["previous"]:
         lines.append(f"  bump: {report['level']} against {report['previous']} ({report['reason']})")
@@ -122,7 +126,7 @@ def main(argv: list[str]) -> dict[str, Any]:
 
 def verify_command(argv: list[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(
-        prog=f"crisscross {STAGE} verify",
+        prog=f"crisscross {STAGE.name} verify",
         description="Check a release's SHA256SUMS, the counts in its release.json and, anchored outside the release, the "
         "directory hash DVC recorded for it: found in the dvc.lock of the DVC repository holding the folder, or given.",
     )
@@ -159,7 +163,7 @@ def verify_command(argv: list[str]) -> dict[str, Any]:
 
 def diff_command(argv: list[str]) -> dict[str, Any]:
     p = argparse.ArgumentParser(
-        prog=f"crisscross {STAGE} diff", description="What changed from release A to release B, and the version bump it needs."
+        prog=f"crisscross {STAGE.name} diff", description="What changed from release A to release B, and the version bump it needs."
     )
     p.add_argument("a")
     p.add_argument("b")

@@ -14,11 +14,10 @@ from crisscross.beam.sample import SampleCandidates
 from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, SampleSettings, candidate_csvs
 from crisscross.core import io
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
-DESCRIPTION = (
-    "Sample CxC intramodal candidates: image pairs by caption similarity, caption pairs by image similarity and within co-caption groups."
-)
+STAGE = Stage(name="sample", order=40, description="neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -26,19 +25,19 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("sample", DESCRIPTION, argv, SampleSettings, add_flags)
+    stage = parse_args(STAGE, argv, SampleSettings, add_flags)
     return run_stage(stage, build, report)
 
 
-def neighbour_tables(similarity_dir: str, modality: str, encoders: list[str], kind: str) -> dict[str, str]:
+def neighbour_tables(similarity_dir: str, modality: str, encoders: tuple[str, ...], kind: str) -> dict[str, str]:
     spaces = {set_dir("", modality, spec, kind).lstrip("/"): spec for spec in encoders}
     return {space: io.join(similarity_dir, space, "neighbours.parquet") for space in spaces}
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    params = stage.params
-    i2i = neighbour_tables(stage.inputs, "text", params["i2i_text_encoders"], COCAPTION_MEAN)
-    c2c = neighbour_tables(stage.inputs, "image", params["c2c_image_encoders"], IMAGES)
+    settings: SampleSettings = stage.settings
+    i2i = neighbour_tables(stage.inputs, "text", settings.i2i_text_encoders, COCAPTION_MEAN)
+    c2c = neighbour_tables(stage.inputs, "image", settings.c2c_image_encoders, IMAGES)
     for path in (*i2i.values(), *c2c.values()):
         if not io.exists(path):
             raise FileNotFoundError(f"no neighbour table {path}: run the similarity stage with that encoder first")
@@ -46,11 +45,11 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         i2i,
         c2c,
         io.join(stage.flags.items, "captions.parquet"),
-        int(params["i2i_top"]),
-        int(params["c2c_top"]),
-        float(params["cocaption_ratio"]),
+        settings.i2i_top,
+        settings.c2c_top,
+        settings.cocaption_ratio,
         stage.seed,
-        bool(params["allow_cross_method"]),
+        settings.allow_cross_method,
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
     write_quarantine(outputs.rejected, out, stage.root)

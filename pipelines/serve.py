@@ -41,10 +41,13 @@ from crisscross.core.errors import InputError, UserError
 from crisscross.core.settings import setting
 from crisscross.formats.schema import JudgmentRules
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import load_params, require
 from crisscross.serve.security import origin_of
 
-STAGE = "serve"
+STAGE = Stage(
+    name="serve", order=170, description="tasks → the rater app (CxC / ECCV interfaces, judgments in a database); add-rater, status"
+)
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -78,9 +81,9 @@ class ServeParams:
 
 
 def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> ServeParams:
-    _, base, serve = load_params(params, STAGE, ServeSettings)
-    annotate, _, checked = load_params(params, "annotate", AnnotateSettings, round_name)
-    return ServeParams(serve, ceiling_of(params, round_name, plan), int(base["seed"]), replication_of(annotate, plan), checked.rules)
+    serve, seed = load_params(params, STAGE.name, ServeSettings)
+    annotate, _ = load_params(params, "annotate", AnnotateSettings, round_name)
+    return ServeParams(serve, ceiling_of(params, round_name, plan), seed, replication_of(annotate, plan), annotate.rules)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +101,7 @@ SERVE_ARGS = "CRISSCROSS_SERVE_ARGS"  # the flags each worker process of ``--wor
 
 
 def _server_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crisscross serve", description="Serve the rater app over a round's tasks.")
+    parser = argparse.ArgumentParser(prog=f"crisscross {STAGE.name}", description=STAGE.description)
     parser.add_argument("--tasks", required=True, help="the tasks stage output (tasks.parquet)")
     parser.add_argument("--items", default="build/items", help="the ingest output (caption texts, image paths); default build/items")
     parser.add_argument(

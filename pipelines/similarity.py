@@ -15,10 +15,11 @@ from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.settings import Options, setting
 from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, EmbeddingSet
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, prepare
 
-DESCRIPTION = "Top-K cosine neighbours of every image under caption similarity (S^C) and image similarity (S^V)."
+STAGE = Stage(name="similarity", order=30, description="embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V row
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args("similarity", DESCRIPTION, argv, SimilaritySettings)
+    stage = parse_args(STAGE, argv, SimilaritySettings)
     return run_stage(stage, build, report)
 
 
@@ -45,8 +46,9 @@ def spaces(embeddings_dir: str) -> list[str]:
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
-    k = int(stage.params["k"])
-    backend = BACKENDS.create(stage.params["backend"], **stage.params["backend_options"])
+    settings: SimilaritySettings = stage.settings
+    k = settings.k
+    backend = BACKENDS.create(settings.backend, **settings.backend_options)
     processes = worker_processes(stage.beam_args)
     plan: dict[str, dict[str, Any]] = {}
     rejected = []
@@ -75,16 +77,14 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         entry = {
             **facts,
             "k": k,
-            "backend": stage.params["backend"],
+            "backend": stage.settings.backend,
             "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"], k),
         }
         if facts["rows"] >= 2:
             table = io.read_parquet(io.join(out, space, "neighbours.parquet"))
             entry["pairs"] = table.num_rows
             if backend.approximate:
-                entry["recall_at_k"] = measured_recall(
-                    io.join(stage.inputs, space), table, k, int(stage.params["recall_queries"]), stage.seed
-                )
+                entry["recall_at_k"] = measured_recall(io.join(stage.inputs, space), table, k, stage.settings.recall_queries, stage.seed)
         per_space[space] = entry
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
         if "recall_at_k" in entry:

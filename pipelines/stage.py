@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
@@ -26,9 +26,11 @@ from crisscross.beam.common import gather, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
-from crisscross.core.settings import params_of, parse_params, setting, settings_from_params
+from crisscross.core.settings import parse_params, setting, settings_from_params
+from crisscross.pipelines.registry import Stage, stages
 
 LOG = logging.getLogger("crisscross")
+T = TypeVar("T")
 
 
 @dataclass
@@ -39,21 +41,15 @@ class StageArgs:
     name: str
     inputs: str
     out: str
-    params: dict[str, Any]
-    base: dict[str, Any]
+    settings: Any  # the stage's checked settings (its settings class): the one way a command reads params
+    seed: int  # ``base.seed``: where every random step of the stage starts (``crisscross.core.rng``)
     flags: argparse.Namespace
     beam_args: list[str] = field(default_factory=list)
-    settings: Any = None  # the checked settings, for stages that declare a settings class
     root: str = field(default_factory=os.getcwd)  # the launching directory: outputs record paths relative to it
 
     def shown(self, path: str) -> str:
         """A path as reports and outputs name it: relative to the launching directory (the project root)."""
         return io.shown(path, self.root)
-
-    @property
-    def seed(self) -> int:
-        """``base.seed``: where every random step of the stage starts (``crisscross.core.rng``)."""
-        return int(self.base.get("seed", 0))
 
     def rejected_line(self, rejected: int, what: str = "") -> str:
         """The summary's ``rejected`` line: how many records the quarantine holds, and where it is."""
@@ -104,9 +100,8 @@ def read_params(path: str | None) -> dict[str, Any]:
         return {}
     if not isinstance(document, dict):
         raise ParamError(f"{path}: params must be a mapping of sections (base, data, one per stage), got {type(document).__name__}")
-    from crisscross.pipelines.cli import STAGES  # the stage table; imported here to avoid a cycle
-
-    known = [*SHARED_SECTIONS, *STAGES.names()]
+    named = sorted(stages())
+    known = [*SHARED_SECTIONS, *named]
     unknown = sorted(str(s) for s in set(document) - set(known))
     if unknown:
         raise ParamError(f"{path}: unknown params section(s) {unknown}; known: {known}")
@@ -114,17 +109,15 @@ def read_params(path: str | None) -> dict[str, Any]:
     if not isinstance(rounds, dict) or not all(isinstance(r, dict | None) for r in rounds.values()):
         raise ParamError(f"{path}: {ROUNDS} must map round names to sections per stage, e.g. {ROUNDS}: {{sits: {{tasks: {{}}}}}}")
     for name, sections in rounds.items():
-        stray = sorted(str(s) for s in set(sections or {}) - set(STAGES.names()))
+        stray = sorted(str(s) for s in set(sections or {}) - set(named))
         if stray:
-            raise ParamError(f"{path}: unknown stage section(s) {stray} in {ROUNDS}.{name}; known: {STAGES.names()}")
+            raise ParamError(f"{path}: unknown stage section(s) {stray} in {ROUNDS}.{name}; known: {named}")
     return document
 
 
-def load_params(
-    path: str | None, section: str, defaults: Mapping[str, Any] | type, round_name: str | None = None
-) -> tuple[dict[str, Any], dict[str, Any], Any]:
-    """The stage's params section over its defaults, the shared ``base`` section, and, for a
-    settings class, the checked settings (:mod:`crisscross.core.settings`).
+def load_params(path: str | None, section: str, cls: type[T], round_name: str | None = None) -> tuple[T, int]:
+    """A params section as settings of ``cls``, every value checked at any depth
+    (:mod:`crisscross.core.settings`), and the shared ``base.seed``.
 
     With ``round_name`` the section ``rounds.<round>.<stage>`` is laid over the stage's own
     (:func:`laid_over`), so one
@@ -141,19 +134,10 @@ def load_params(
         if not isinstance(given, Mapping) or not isinstance(overrides, Mapping):
             raise ParamError(f"{path or 'params'}: {section} and {ROUNDS}.{round_name}.{section} must be mappings")
         given, section = laid_over(given, overrides), f"{ROUNDS}.{round_name}.{section}"
-    base = _section(document, "base")
     where = path or "params"
-    base = settings_from_params(BaseSettings, base, "base", where)
-    if isinstance(defaults, type):
-        fixed = {"seed": base.seed} if "seed" in {f.name for f in fields(defaults)} else {}  # one home of the seed: base
-        settings = settings_from_params(defaults, given, section, where, **fixed)
-        return params_of(settings), {"seed": base.seed}, settings
-    if not isinstance(given, Mapping):
-        raise ParamError(f"{where}: {section} must be a mapping of keys to values")
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ParamError(f"{where}: unknown {section} params {unknown}; known: {sorted(defaults)}")
-    return {**defaults, **given}, {"seed": base.seed}, None
+    base = settings_from_params(BaseSettings, _section(document, "base"), "base", where)
+    fixed = {"seed": base.seed} if "seed" in {f.name for f in fields(cls)} else {}  # one home of the seed: base
+    return settings_from_params(cls, given, section, where, **fixed), base.seed
 
 
 def _section(sections: Mapping[str, Any], name: str) -> Any:
@@ -180,16 +164,16 @@ class BaseSettings:
 
 
 def parse_args(
-    name: str,
-    description: str,
+    stage: Stage,
     argv: list[str],
-    defaults: Mapping[str, Any] | type,
+    settings: type,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> StageArgs:
-    """``defaults``: the stage's settings class (preferred), or a mapping of default params."""
+    """The command line of ``stage``, whose params section ``settings`` (a settings class) checks."""
+    name = stage.name
     parser = argparse.ArgumentParser(
         prog=f"crisscross {name}",
-        description=description,
+        description=stage.description,
         epilog="Other --flags are Apache Beam pipeline options (e.g. --runner, --direct_num_workers).",
     )
     parser.add_argument("--in", dest="inputs", required=True, help="input file or directory")
@@ -199,8 +183,8 @@ def parse_args(
     if add_flags:
         add_flags(parser)
     flags, beam_args = parser.parse_known_args(argv)
-    params, base, settings = load_params(flags.params, name, defaults, flags.round)
-    return StageArgs(name, local_path(flags.inputs), io.absolute(flags.out), params, base, flags, beam_args, settings)
+    checked, seed = load_params(flags.params, name, settings, flags.round)
+    return StageArgs(name, local_path(flags.inputs), io.absolute(flags.out), checked, seed, flags, beam_args)
 
 
 def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
@@ -316,7 +300,7 @@ def require(path: str, producer: str, hint: str = "") -> str:
 def check_strict(stage: StageArgs, rejected: Mapping[str, Mapping[str, int]]) -> None:
     """Under ``--strict`` (or the section's ``strict: true``) any quarantined record fails the stage;
     the failed output keeps its quarantine for inspection."""
-    strict = stage.flags.strict if getattr(stage.flags, "strict", None) is not None else stage.params.get("strict", False)
+    strict = stage.flags.strict if getattr(stage.flags, "strict", None) is not None else getattr(stage.settings, "strict", False)
     if strict and rejected:
         raise RejectionError(stage.name, dict(rejected), stage.shown(str(io.failed_path(stage.out) / QUARANTINE)))
 

@@ -28,17 +28,14 @@ from crisscross.annotate.tasks import TaskParams, gold_spaces
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
 from crisscross.core.errors import InputError
-from crisscross.core.settings import params_of
 from crisscross.formats.plan import ceiling, designs, read_plan
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "tasks"
+STAGE = Stage(name="tasks", order=90, description="candidates → annotation tasks in batches with gold items, exported per tool")
 HELD_BACK = "held_back.parquet"  # items a campaign plan's sample leaves for a later round
 BATCHES = "batches.parquet"  # batches formed upstream (the filter stage), used as they are
-DESCRIPTION = (
-    "Turn candidate pairs into annotation tasks: items in seeded batches with known-positive and known-negative gold, exported per tool."
-)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -53,10 +50,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TaskParams, add_flags)
+    stage = parse_args(STAGE, argv, TaskParams, add_flags)
     if stage.flags.plan:
         stage.settings = planned(stage.settings, read_plan(stage.flags.plan))
-        stage.params = params_of(stage.settings)
     return run_stage(stage, build, report)
 
 
@@ -111,7 +107,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             "gold_negative": gold[GOLD_NEGATIVE],
             "batches": len({t["batch_id"] for t in rows}),
         }
-    replicas = int(stage.params["replicas"])
+    replicas = stage.settings.replicas
     summary = {
         kind: f"{c['items']} items + {c['gold_positive']} positive / {c['gold_negative']} negative gold in {c['batches']} batches × {replicas} raters"
         for kind, c in per_type.items()
@@ -134,7 +130,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         )
     summary["rejected"] = stage.rejected_line(len(done.quarantine))
     summary["outputs"] = (
-        f"tasks.parquet, export/{{{','.join(stage.params['formats'])}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
+        f"tasks.parquet, export/{{{','.join(stage.settings.formats)}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )
     planned_facts = {"held_back": held_back} if stage.settings.items_per_type else {}
     return {"task_types": per_type, "judgments_needed": needed, **planned_facts, "rejected": done.rejected, "summary": summary}

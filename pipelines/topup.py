@@ -25,15 +25,17 @@ import pyarrow as pa
 from crisscross.aggregate.round import KEPT_JUDGMENTS
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import ANSWER_KEY, export_tasks
-from crisscross.beam.topup import TopUpRound
-from crisscross.campaign.topup import TopUpSettings, raters_for
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.topup import TopUpSettings, raters_for, top_up
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, load_params, local_path, parse_args, require, run_stage, write_quarantine
 
-STAGE = "topup"
-DESCRIPTION = "Write the batches that close a round's open items: those its stop rule has not decided, or short of tasks.replicas."
+STAGE = Stage(
+    name="topup", order=110, description="a round's judgments so far → the batches that close its open items (file-based crowd tools)"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,19 +46,19 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TopUpSettings, add_flags)
+    stage = parse_args(STAGE, argv, TopUpSettings, add_flags)
     return run_stage(stage, build, report)
 
 
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
-    annotate, _, _ = load_params(stage.flags.params, "annotate", AnnotateSettings, stage.flags.round)
+    annotate, _ = load_params(stage.flags.params, "annotate", AnnotateSettings, stage.flags.round)
     replication = replication_of(annotate, stage.flags.plan)
     replicas = ceiling_of(stage.flags.params, stage.flags.round, stage.flags.plan)
     require(io.join(stage.inputs, "judgments.parquet"), "annotate")
     counted = io.join(stage.flags.rated, KEPT_JUDGMENTS) if stage.flags.rated else io.join(stage.inputs, "judgments.parquet")
     inputs = {"tasks": require(io.join(stage.flags.tasks, "tasks.parquet"), "tasks"), "judgments": require(counted, "aggregate")}
-    outputs = pipeline | "TopUp" >> TopUpRound(inputs, replicas, replication, stage.settings.step)
-    outputs.round | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
+    outputs = pipeline | "TopUp" >> WholeTable(STAGE.name, top_up, inputs, replicas, replication, stage.settings.step)
+    outputs.kept | "Write" >> beam.Map(write, out, stage.flags.items, stage.settings, stage.seed)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -21,14 +21,17 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 
-from crisscross.beam.triage import TriageRound
+from crisscross.beam.common import WholeTable
+from crisscross.campaign.audit import triage_files
 from crisscross.campaign.triage import DECIDED_BY_MACHINE, DECIDED_BY_PEOPLE, UNDECIDED, TriagedRound, TriageSettings
 from crisscross.core import io
 from crisscross.formats.schema import TASKS_SCHEMA
+from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, local_paths, parse_args, require, run_stage, write_quarantine
 
-STAGE = "triage"
-DESCRIPTION = "Machine in the loop: fit on people's audit, label the pairs beyond certified cuts, leave the rest to people."
+STAGE = Stage(
+    name="triage", order=130, description="tasks + people's audit → machine labels beyond certified cuts, the rest still for people"
+)
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +41,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str]) -> dict[str, Any]:
-    stage = parse_args(STAGE, DESCRIPTION, argv, TriageSettings, add_flags)
+    stage = parse_args(STAGE, argv, TriageSettings, add_flags)
     return run_stage(stage, build, report)
 
 
@@ -50,8 +53,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs) -> None:
         "embeddings": stage.flags.embeddings,
         "items": stage.flags.items,
     }
-    outputs = pipeline | "Triage" >> TriageRound(inputs, stage.settings, stage.seed)
-    outputs.result | "Write" >> beam.Map(write, out)
+    outputs = pipeline | "Triage" >> WholeTable(STAGE.name, triage_files, inputs, stage.settings, stage.seed)
+    outputs.kept | "Write" >> beam.Map(write, out)
     write_quarantine(outputs.rejected, out, stage.root)
 
 

@@ -16,13 +16,15 @@ import argparse
 import time
 
 from crisscross.core import numerics
+from crisscross.pipelines.registry import Stage
+
+STAGE = Stage(
+    name="worker-pool", order=160, description="Beam's external worker pool under the numeric policy, for portable runners (Flink, Spark)"
+)
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(
-        prog="crisscross worker-pool",
-        description="Serve Beam SDK workers (the EXTERNAL environment of a portable runner) with the numeric policy set.",
-    )
+    parser = argparse.ArgumentParser(prog=f"crisscross {STAGE.name}", description=STAGE.description)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--port", type=int, help="port of the worker pool service (--environment_config=HOST:PORT)")
     what.add_argument("--dockerfile-env", action="store_true", help="print the numeric policy as Dockerfile ENV lines, for worker images")

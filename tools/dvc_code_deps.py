@@ -133,11 +133,11 @@ def compact(files: frozenset[Path]) -> list[Path]:
 
 def stage_code(command: str) -> list[Path]:
     """The code paths a stage running ``crisscross <command>`` depends on."""
-    from crisscross.pipelines.cli import STAGES
+    from crisscross.pipelines.registry import module_of
 
     if command in WHOLE_CODE:
         return [ROOT / name for name in CODE_ROOTS]
-    return compact(closure(STAGES.create(command)))
+    return compact(closure(module_of(command)))
 
 
 @dataclass(frozen=True)

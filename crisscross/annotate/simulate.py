@@ -28,7 +28,7 @@ from crisscross.annotate.providers import Provided, TableLike, judgments_table, 
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
-from crisscross.core.settings import setting, settings_from_params
+from crisscross.core.settings import RuleError, setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
 from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SOURCE_SIMULATED
 from crisscross.tasktypes import task_type, task_types, type_names
@@ -85,16 +85,15 @@ class SimulateParams:
         object.__setattr__(self, "anchors", {**{t.name: t.anchors for t in task_types()}, **self.anchors})
         object.__setattr__(self, "seconds_mean", {**{t.name: t.seconds_mean for t in task_types()}, **self.seconds_mean})
         object.__setattr__(self, "panel_name", self.panel_name.strip())
-        problems = []
         if not self.panel_name:
-            problems.append("panel_name must not be blank")
+            raise RuleError("panel_name", "must not be blank")
         if self.raters_per_batch > self.panel_size:
-            problems.append(f"raters_per_batch must be at most panel_size={self.panel_size}, got {self.raters_per_batch}")
-        problems += [f"anchors.{t} must be (low, high) with low < high, got {list(a)}" for t, a in self.anchors.items() if a[0] >= a[1]]
+            raise RuleError("raters_per_batch", f"must be at most panel_size={self.panel_size}, got {self.raters_per_batch}")
+        for kind, (low, high) in self.anchors.items():
+            if low >= high:
+                raise RuleError(f"anchors.{kind}", f"must be (low, high) with low < high, got {[low, high]}")
         if any(a <= b for a, b in itertools.pairwise(self.verify_cuts)):
-            problems.append(f"verify_cuts must be strictly decreasing, got {list(self.verify_cuts)}")
-        if problems:
-            raise ValueError("; ".join(problems))
+            raise RuleError("verify_cuts", f"must be strictly decreasing, got {list(self.verify_cuts)}")
 
     @classmethod
     def from_mapping(cls, params: Mapping[str, Any] | None) -> SimulateParams:

@@ -149,3 +149,10 @@ def simulate(settings: SourceSettings) -> Source:
         return Collected(provided.judgments, provided.unjudged, [], {"reference_encoder": encoder})
 
     return collect
+
+
+def collect(tasks_path: str, source: str, settings: SourceSettings) -> list[Any]:
+    """The annotate stage's whole-table step: the named source's (judgments, unjudged, facts) for
+    the tasks at ``tasks_path``, then its rejects."""
+    collected = JUDGMENT_SOURCES.create(source, settings=settings)(io.read_parquet(tasks_path))
+    return [(collected.judgments, collected.unjudged, collected.facts), *collected.rejected]

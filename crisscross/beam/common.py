@@ -7,7 +7,7 @@ import os
 import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -61,6 +61,26 @@ def route(
     """
     outputs = pcoll | label >> beam.ParDo(RouteRejected(stage, fn, many=many), *args).with_outputs(REJECTED, *tags, main="kept")
     return outputs if tags else (outputs.kept, outputs[REJECTED])
+
+
+class Routed(NamedTuple):
+    kept: beam.PCollection
+    rejected: beam.PCollection
+
+
+class WholeTable(beam.PTransform):
+    """A step that needs whole tables at once (gold and batches, a judgment source, rater QC, a
+    plan's estimates, a triage fit): the phase library's ``fn(inputs, *args)`` run on one element,
+    so it runs wherever the runner puts its workers.  ``inputs`` names what ``fn`` reads (file
+    paths); what it returns is kept, its :class:`Rejected` routed and counted under ``stage``."""
+
+    def __init__(self, stage: str, fn: Callable[..., Iterable[Any]], inputs: Any, *args: Any) -> None:
+        super().__init__()
+        self._stage, self._fn, self._inputs, self._args = stage, fn, inputs, args
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> Routed:
+        inputs = pbegin | "Inputs" >> beam.Create([self._inputs])
+        return Routed(*route("Run", inputs, self._stage, self._fn, many=True, args=self._args))
 
 
 def packed(records: Iterable[Any]) -> bytes:

@@ -13,17 +13,10 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.tasks import (
-    ITEMS_SCHEMA,
-    TaskParams,
-    batched_verify_tasks,
-    build_tasks,
-    gold_spaces,
-    items_from_candidates,
-    planned_items,
-)
-from crisscross.beam.common import route
-from crisscross.core import io, numerics
+from crisscross.annotate.inputs import candidate_items, formed_batches
+from crisscross.annotate.tasks import ITEMS_SCHEMA, TaskParams, build_tasks, gold_spaces, planned_items
+from crisscross.beam.common import WholeTable
+from crisscross.core import numerics
 
 STAGE = "tasks"
 
@@ -32,18 +25,6 @@ class TasksOutputs(NamedTuple):
     tasks: beam.PCollection  # one pa.Table (TASKS_SCHEMA)
     rejected: beam.PCollection
     held_back: beam.PCollection  # one pa.Table (ITEMS_SCHEMA): items a campaign plan's sample leaves for later; empty without one
-
-
-def formed_batches(batches_path: str, items: str) -> list[Any]:
-    """The tasks table of batches formed upstream (VERIFY), then one Rejected per refused row."""
-    table, rejected = batched_verify_tasks(io.read_parquet(batches_path), load_catalog(items))
-    return [table, *rejected]
-
-
-def candidate_items(candidates_path: str, items: str) -> list[Any]:
-    """The item table of a candidates file, then one Rejected per refused candidate."""
-    table, rejected = items_from_candidates(io.read_parquet(candidates_path), load_catalog(items))
-    return [table, *rejected]
 
 
 class _Batches(beam.DoFn):
@@ -73,11 +54,10 @@ class BuildTasks(beam.PTransform):
         self._batched = batched
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> TasksOutputs:
-        candidates = pbegin | "Candidates" >> beam.Create([self._candidates])
         if self._batched:
-            tasks, rejected = route("Batches", candidates, STAGE, formed_batches, many=True, args=(self._items,))
+            tasks, rejected = pbegin | "Batches" >> WholeTable(STAGE, formed_batches, self._candidates, self._items)
             return TasksOutputs(tasks, rejected, pbegin | "NoneHeldBack" >> beam.Create([ITEMS_SCHEMA.empty_table()]))
-        items, rejected = route("Items", candidates, STAGE, candidate_items, many=True, args=(self._items,))
+        items, rejected = pbegin | "Items" >> WholeTable(STAGE, candidate_items, self._candidates, self._items)
         sampled = items | "PlanSample" >> beam.Map(planned_items, self._settings.items_per_type, self._seed)
         tasks = (sampled | "Planned" >> beam.Map(lambda pair: pair[0])) | "GoldAndBatches" >> beam.ParDo(
             _Batches(self._items, self._embeddings, self._settings, self._seed)

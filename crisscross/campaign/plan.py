@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from crisscross.aggregate.plots import png_bytes
+from crisscross.core import io
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.tasktypes import default_thresholds, rated_type_names
@@ -240,6 +241,13 @@ def plan_campaign(judgments: pd.DataFrame, settings: PlanSettings, seed: int) ->
             "currency": settings.currency,
         },
     }
+
+
+def plan_from_pilot(judgments_path: str, settings: PlanSettings, seed: int) -> list[tuple[dict[str, object], bool]]:
+    """The plan stage's whole-table step: the pilot's judgments read, the plan, and whether the
+    pilot was simulated (the plan and its plot say so)."""
+    judgments = io.read_parquet(judgments_path).to_pandas()
+    return [(plan_campaign(judgments, settings, seed), bool(judgments["simulated"].any()))]
 
 
 def power_curves_png(plan: Mapping[str, Any], *, simulated: bool = False) -> bytes:

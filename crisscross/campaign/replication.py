@@ -32,10 +32,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from crisscross.core import io
 from crisscross.core.settings import setting
 from crisscross.formats.plan import pilot_rater_sd
-from crisscross.formats.schema import SOURCE_PEOPLE
+from crisscross.formats.schema import NOT_GOLD, SOURCE_PEOPLE
 from crisscross.tasktypes import default_thresholds, rated_type_names
 
 THRESHOLD, CI_WIDTH, FIXED = "threshold", "ci-width", "fixed"
@@ -193,3 +195,18 @@ def rater_sd_from_repeats(scores: pd.DataFrame, raters: int) -> float:
     if len(differences) < 2:
         raise ValueError(f"needs items with two published means, got {len(differences)}")
     return float(np.sqrt(raters * np.mean(differences**2) / 2))
+
+
+def replicated(
+    collected: tuple[pa.Table, pa.Table, dict[str, Any]], tasks_path: str, replication: tuple[ReplicationSettings, int] | None
+) -> tuple[pa.Table, pa.Table, dict[str, Any], pa.Table | None]:
+    """A judgment source's (judgments, unjudged, facts) under the stop rule (``replication``: its
+    settings and the ceiling, ``tasks.replicas``), with the decisions; as collected under the fixed design."""
+    judgments, unjudged, facts = collected
+    if replication is None:
+        return judgments, unjudged, facts, None
+    settings, replicas = replication
+    tasks = io.read_parquet(tasks_path).select(["item_id", "gold"]).to_pandas()
+    gold = set(tasks.loc[tasks["gold"] != NOT_GOLD, "item_id"])
+    keep, decisions = adapt_round(judgments.to_pandas(), gold, replicas, settings)
+    return judgments.filter(pa.array(keep)), unjudged, facts, pa.Table.from_pandas(decisions, preserve_index=False)

@@ -13,6 +13,7 @@ more than the fewest judgments any open item may still take (:func:`raters_for`)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 
 from crisscross.annotate.exports import TASK_FORMATS
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
+from crisscross.core import io
 from crisscross.core.settings import setting
 from crisscross.formats.schema import NOT_GOLD
 
@@ -74,3 +76,13 @@ def topup_tasks(tasks: pd.DataFrame, status: pd.DataFrame) -> pd.DataFrame:
     batches = set(open_items["batch_id"])
     rows = tasks[tasks["batch_id"].isin(batches) & (tasks["item_id"].isin(set(open_items["item_id"])) | (tasks["gold"] != NOT_GOLD))]
     return rows.sort_values(["batch_id", "position"], kind="stable").reset_index(drop=True)
+
+
+def top_up(
+    inputs: Mapping[str, str], replicas: int, replication: ReplicationSettings, step: int
+) -> list[tuple[pd.DataFrame, pd.DataFrame, int]]:
+    """The topup stage's whole-table step: the round's ``tasks`` and ``judgments`` (those that
+    count) read; each item's status, the top-up batches' task rows and the raters each asks for."""
+    tasks = io.read_parquet(inputs["tasks"]).to_pandas()
+    status = round_status(tasks, io.read_parquet(inputs["judgments"]).to_pandas(), replicas, replication)
+    return [(status, topup_tasks(tasks, status), raters_for(status, step))]

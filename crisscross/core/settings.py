@@ -4,7 +4,8 @@ A stage's defaults come from its settings class (one home for each default), and
 checked against the class where it is read: unknown keys, wrong types, values out of range or not
 among the choices fail with the dotted key (``similarity.k``) and what is allowed.  The check goes
 down every nested mapping: a field typed as a settings class is a nested section checked key by
-key (``annotate.replication.alpha``), and a mapping of options whose keys depend on a named
+key (``annotate.replication.alpha``; a rule across a class's fields names the field that breaks
+it, :class:`RuleError`), and a mapping of options whose keys depend on a named
 implementation (``ingest.reader_options`` of the reader ``ingest.reader``) is checked against what
 that implementation declares (:class:`Options`, :meth:`~crisscross.core.registry.Registry.options`).
 
@@ -50,6 +51,16 @@ def setting(
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+class RuleError(ValueError):
+    """A rule across a settings class's fields, broken: raised by the class (``__post_init__``)
+    with the field whose value breaks it (``raters_per_batch``, ``anchors.STS``), so the params
+    error names its dotted key (``annotate.simulate.raters_per_batch``) as a field's own check does."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        super().__init__(f"{field_name} {problem}")
+        self.field_name, self.problem = field_name, problem
 
 
 @dataclass(frozen=True)
@@ -139,7 +150,8 @@ def _settings(
     cls: type[T], given: Any, key: _Key, fixed: Mapping[str, Any] | None = None, required_by: str = ""
 ) -> tuple[T, dict[str, Any]]:
     """An instance of ``cls`` from ``given`` over its defaults, and the checked values of the keys
-    given.  A ``ValueError`` from the class itself (a rule across fields) names the section."""
+    given.  A rule across fields the class refuses names the field (:class:`RuleError`), any other
+    ``ValueError`` of the class the section."""
     fixed = fixed or {}
     if not isinstance(given, Mapping):
         raise ParamError(f"{key} must be a mapping of keys to values, got {type(given).__name__}")
@@ -161,6 +173,8 @@ def _settings(
         made = cls(**values, **fixed)
     except ParamError:
         raise
+    except RuleError as error:
+        raise ParamError(f"{key.sub(error.field_name)} {error.problem}") from None
     except ValueError as error:
         raise ParamError(f"{key}: {error}") from None
     return made, {k: values[k] for k in given}

@@ -1,4 +1,4 @@
-"""The Beam pieces every stage shares: gathering packed lists, sharding packed parts."""
+"""The Beam pieces every stage shares: gathering packed lists, sharding packed parts, the whole-table step."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from crisscross.beam.common import SHARDS, by_shard, gather, shard_of, unpacked, unpacking
+from crisscross.beam.common import SHARDS, WholeTable, by_shard, gather, shard_of, unpacked, unpacking
 from crisscross.core.quarantine import Rejected, reject
 
 
@@ -40,3 +40,19 @@ def test_by_shard_packs_each_shard_once_and_loses_nothing() -> None:
         assert {shard_of(r) for r in members} == {shard}
         back.update(members)
     assert back == Counter(records)
+
+
+def halves(path: str, n: int) -> list[object]:
+    """A whole-table library step: one result for its input, then its rejects."""
+    return [f"{path}: {n} rows", *rejects("r", n // 2)]
+
+
+def test_whole_table_runs_the_library_step_once_and_routes_and_counts_its_rejects() -> None:
+    p = TestPipeline()
+    outputs = p | "Step" >> WholeTable("demo", halves, "t.parquet", 6)
+    assert_that(outputs.kept, equal_to(["t.parquet: 6 rows"]), label="Kept")
+    assert_that(outputs.rejected | beam.Map(lambda r: r.key), equal_to(["r0", "r1", "r2"]), label="Rejected")
+    result = p.run()
+    result.wait_until_finish()
+    counted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace("demo"))["counters"]
+    assert {(c.key.metric.name, c.committed) for c in counted} == {("rejected/row/bad", 3)}

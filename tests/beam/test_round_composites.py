@@ -1,6 +1,6 @@
 """The round's whole-table composites with TestPipeline, each against its library function on the
 demo's real candidates: BuildTasks (items, gold, batches), CollectJudgments (the simulated panel)
-and AggregateRound (rater QC, aggregation).  Each yields the library's tables and routes the
+and the aggregate stage's WholeTable (rater QC, aggregation).  Each yields the library's tables and routes the
 library's rejects to the quarantine output, none lost."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from crisscross.aggregate.excluded import aggregate_files
 from crisscross.aggregate.round import RoundSettings, aggregate_round
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SimulateSettings, SourceSettings
 from crisscross.annotate.tasks import TaskParams, build_tasks, gold_spaces, items_from_candidates
-from crisscross.beam.aggregate import AggregateRound
 from crisscross.beam.annotate import CollectJudgments
+from crisscross.beam.common import WholeTable
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
 
@@ -88,7 +89,7 @@ def test_aggregate_round_is_the_library_and_quarantines_excluded_raters(paths: d
         return all(getattr(result, name).equals(getattr(expected, name)) for name in ("rated", "kept", "excluded", "raters"))
 
     with TestPipeline() as pipeline:
-        out = pipeline | AggregateRound(str(judgments_path), str(tasks), RoundSettings())
-        assert_that(out.result | beam.Map(same), equal_to([True]), label="Result")
+        out = pipeline | WholeTable("aggregate", aggregate_files, str(judgments_path), str(tasks), RoundSettings())
+        assert_that(out.kept | beam.Map(same), equal_to([True]), label="Result")
         excluded = sorted(zip(expected.excluded["item_id"], expected.excluded["reason"], strict=True))
         assert_that(out.rejected | beam.Map(lambda r: (r.key, r.reason)), equal_to(excluded), label="Rejected")

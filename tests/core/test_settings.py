@@ -10,7 +10,7 @@ import pytest
 
 from crisscross.core.errors import ParamError
 from crisscross.core.registry import Registry
-from crisscross.core.settings import Options, setting, settings_from_params
+from crisscross.core.settings import Options, RuleError, setting, settings_from_params
 
 PARTS: Registry[Any] = Registry("part", options=True, supplied=("name",))
 
@@ -40,6 +40,11 @@ class TypedPart:
 class Inner:
     share: float = setting(0.5, low=0.0, high=1.0)
     per_type: Mapping[str, int] = setting({}, low=1, choices=("A", "B"))
+    floor: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.floor > self.share:
+            raise RuleError("floor", f"must be at most share={self.share}, got {self.floor}")
 
 
 @dataclass(frozen=True)
@@ -68,11 +73,12 @@ def test_a_nested_section_is_checked_key_by_key_over_its_defaults() -> None:
     assert outer({}).inner == Inner()
     assert outer({"inner": {"per_type": {"A": 2}}}).inner == Inner(0.5, {"A": 2})
     for given, message in (
-        ({"inner": {"shares": 1}}, r"p.yaml: unknown outer.inner params \['shares'\]; known: \['per_type', 'share'\]"),
+        ({"inner": {"shares": 1}}, r"p.yaml: unknown outer.inner params \['shares'\]; known: \['floor', 'per_type', 'share'\]"),
         ({"inner": {"share": 2}}, "p.yaml: outer.inner.share must be >= 0.0 and <= 1.0, got 2"),
         ({"inner": {"per_type": {"C": 2}}}, "p.yaml: outer.inner.per_type has key 'C'"),
         ({"inner": {"per_type": {"A": 0}}}, "p.yaml: outer.inner.per_type.A must be >= 1, got 0"),
         ({"inner": [1]}, "p.yaml: outer.inner must be a mapping of keys to values, got list"),
+        ({"inner": {"floor": 0.9}}, r"p.yaml: outer.inner.floor must be at most share=0.5, got 0.9"),  # a rule across fields
     ):
         with pytest.raises(ParamError, match=message):
             outer(given)

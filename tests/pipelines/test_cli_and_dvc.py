@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -12,36 +13,24 @@ import yaml
 
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines.cli import main
+from crisscross.pipelines.registry import stages
 from tests.shared_builds import copy_built_project, project_env
 
 PROJECT = Path(__file__).resolve().parents[2]
-STAGES = (
-    "ingest",
-    "embed",
-    "similarity",
-    "sample",
-    "filter",
-    "derive",
-    "tasks",
-    "annotate",
-    "aggregate",
-    "plan",
-    "positives",
-    "evaluate",
-    "release",
-)
-# the same commands with --round sits / --round verify
-ROUND_STAGES = tuple(f"{stage}_{round_}" for round_ in ("sits", "verify") for stage in ("tasks", "annotate", "aggregate"))
-# stages of workflows/bison/dvc.yaml and workflows/entities/dvc.yaml, not of the root dvc.yaml
-WORKFLOW_STAGES = ("decoys", "bison", "mentions", "coref", "boxes", "localize")
+DVC_FILES = (PROJECT / "dvc.yaml", *sorted(PROJECT.glob("workflows/*/dvc.yaml")))
+DVC_STAGES = tuple(yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"])  # the demo's, rounds included
 
 
-def test_help_lists_every_stage(capsys):
+def test_help_lists_every_stage_in_the_registry_order(capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     assert "crisscross <stage> --in PATH --out DIR" in out
-    for stage in (*STAGES, "serve", *WORKFLOW_STAGES):
-        assert f"  {stage} " in out
+    listed = [line.split()[0] for line in out.split("stages:\n")[1].split("\n\n")[0].splitlines()]
+    assert listed == list(stages()) and listed[:4] == ["ingest", "embed", "similarity", "sample"]
+    for name, stage in stages().items():
+        assert f"  {name} " in out and stage.description in out
+    commands = {shlex.split(stage["cmd"])[1] for path in DVC_FILES for stage in yaml.safe_load(path.read_text())["stages"].values()}
+    assert commands <= set(stages())
 
 
 def test_unknown_stage_and_user_errors_are_one_line_messages(tmp_path: Path, capsys):
@@ -64,8 +53,8 @@ def test_dvc_repro_builds_the_demo_from_a_fresh_copy(demo_repro: Path, tmp_path:
     assert pq.read_table(clone / "build" / "items" / "captions.parquet").num_rows == 485
     means = EmbeddingSet.read(clone / "build" / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     assert means.vectors.shape == (97, 512)
-    stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
-    assert set(stages) == set(STAGES) | set(ROUND_STAGES)
+    locked = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
+    assert set(locked) == set(DVC_STAGES)
     # the default build ends in a simulated round and its evaluation, and says so
     assert "SIMULATED" in stdout and "evaluate: done" in stdout
     assert (clone / "build" / "rated" / "sts.csv").is_file() and (clone / "build" / "evaluation" / "report.md").is_file()
@@ -96,6 +85,11 @@ PARAMS_CASES = {
     "not-a-mapping": ("- 1\n- 2\n", "params must be a mapping of sections"),
     "round-stray-stage": ("rounds:\n  sits:\n    taks: {batch_size: 3}\n", "unknown stage section(s) ['taks'] in rounds.sits"),
     "rounds-not-a-mapping": ("rounds: [sits]\n", "rounds must map round names to sections per stage"),
+    # a nested section's key, at any depth: its dotted key names it
+    "nested-simulate": ("annotate:\n  simulate:\n    noise_sd: -1\n", "annotate.simulate.noise_sd must be >= 0.0, got -1"),
+    "nested-anchor": ("annotate:\n  simulate:\n    anchors: {STS: [0.1]}\n", "annotate.simulate.anchors.STS must be a list of 2"),
+    "nested-replication": ("annotate:\n  replication: {alpha: 2}\n", "annotate.replication.alpha must be > 0.0 and < 1.0, got 2"),
+    "nested-rules": ("aggregate:\n  rules: {min_gold_accuracy: 3}\n", "aggregate.rules.min_gold_accuracy must be >= 0.0 and <= 1.0, got 3"),
 }
 STAGE_OF_CASE = {
     "k-zero": "similarity",
@@ -105,6 +99,10 @@ STAGE_OF_CASE = {
     "bool-as-text": "sample",
     "enum": "annotate",
     "list-element": "evaluate",
+    "nested-simulate": "annotate",
+    "nested-anchor": "annotate",
+    "nested-replication": "annotate",
+    "nested-rules": "aggregate",
 }
 
 
@@ -113,7 +111,12 @@ def params_mistake(case: str, tmp_path: Path) -> list[str]:
     params = tmp_path / "p.yaml"
     params.write_text(PARAMS_CASES[case][0])
     stage = STAGE_OF_CASE.get(case, "similarity")
-    extra = {"tasks": ["--items", "x", "--embeddings", "y"], "sample": ["--items", "x"], "evaluate": ["--items", "x", "--truth", "coco"]}
+    extra = {
+        "tasks": ["--items", "x", "--embeddings", "y"],
+        "sample": ["--items", "x"],
+        "evaluate": ["--items", "x", "--truth", "coco"],
+        "aggregate": ["--tasks", "x"],
+    }
     return [stage, "--in", str(tmp_path / "missing"), "--out", str(tmp_path / "out"), "--params", str(params), *extra.get(stage, [])]
 
 
@@ -133,7 +136,7 @@ def test_params_mistakes_are_one_line_with_the_dotted_key(case: str, tmp_path: P
     assert_one_line(case, code, capsys.readouterr().err, tmp_path)
 
 
-@pytest.mark.parametrize("case", ["misspelt-section", "quantile-above-one"])  # refused for the whole file; by a stage's settings
+@pytest.mark.parametrize("case", ["misspelt-section", "quantile-above-one", "nested-simulate"])  # the whole file; a section; a nested one
 def test_params_mistakes_through_the_installed_command(case: str, tmp_path: Path) -> None:
     run = subprocess.run(["crisscross", *params_mistake(case, tmp_path)], capture_output=True, text=True, check=False)
     assert_one_line(case, run.returncode, run.stderr, tmp_path)

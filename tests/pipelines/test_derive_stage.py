@@ -107,23 +107,7 @@ def test_derive_stage_replays_cxc_files_and_reports_the_shortfall(tmp_path: Path
     assert report["candidates"]["c2i_original"] == 8
 
 
-@pytest.fixture
-def derive_section(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let a params file hold a ``derive:`` section before pipelines/cli.py registers the stage."""
-    from crisscross.core.registry import Registry
-    from crisscross.pipelines import cli
-
-    if "derive" in cli.STAGES.names():
-        return
-    stages: Registry[str] = Registry("stage")
-    for name in [*cli.STAGES.names(), "derive"]:
-        stages.register(name)(lambda name=name: name)
-    monkeypatch.setattr(cli, "STAGES", stages)
-
-
-def test_derive_stage_settings_shortfall_and_missing_inputs(
-    tmp_path: Path, derive_section: None, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_derive_stage_settings_shortfall_and_missing_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rated, items = write_build(tmp_path / "build")
     params = tmp_path / "params.yaml"
     params.write_text("base:\n  seed: 3\nderive:\n  quota: 50\n  ranks: global\n")

@@ -180,8 +180,7 @@ def test_embed_pipeline_translates_for_dataflow_without_credentials(demo_dir: Pa
     ]
     params = write_params(tmp_path / "p.json", ["bow-glove50"], ["efficientnet-lite0"])
     stage = parse_args(
-        "embed",
-        "",
+        embed.STAGE,
         ["--in", str(tmp_path / "items"), "--out", "gs://crisscross-test/out", "--params", str(params), *options],
         embed.EmbedSettings,
     )

@@ -17,17 +17,7 @@ from crisscross.core.errors import ParamError
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, cocaption_mean, set_dir
 from crisscross.formats.eccv import I2T, T2I
 from crisscross.pipelines import filter as filter_stage
-from crisscross.pipelines.cli import STAGES
 from crisscross.scoring.truths import load_eccv
-
-
-@pytest.fixture(autouse=True)
-def filter_section_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Params files may only hold sections of registered stages; until pipelines/cli.py registers
-    ``filter``, register it for these tests."""
-    if "filter" not in STAGES.names():
-        monkeypatch.setitem(STAGES._factories, "filter", lambda: "crisscross.pipelines.filter")
-        monkeypatch.setitem(STAGES._takes_argument, "filter", False)
 
 
 def tiny_build(root: Path) -> tuple[Path, Path]:

@@ -92,7 +92,7 @@ def test_aliases_within_bounds_read_as_yaml_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "params.yaml"
     path.write_text(text)
     assert read_params(str(path)) == yaml.safe_load(text)
-    assert load_params(str(path), "annotate", AnnotateSettings, "r")[2].simulate.panel_size == 40
+    assert load_params(str(path), "annotate", AnnotateSettings, "r")[0].simulate.panel_size == 40
 
 
 NESTED = {

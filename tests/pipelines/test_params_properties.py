@@ -161,7 +161,7 @@ def read_or_refuse(path: Path, stage: str | None = None, round_name: str | None 
     try:
         if stage is None:
             return read_params(str(path))
-        return load_params(str(path), stage, STAGES[stage], round_name)[2]
+        return load_params(str(path), stage, STAGES[stage], round_name)[0]
     except (ParamError, InputError) as refused:
         message = str(refused)
         assert "\n" not in message and message.startswith(str(path)), message

@@ -71,16 +71,18 @@ def test_sample_without_image_encoders_draws_image_pairs_only(demo_dir: Path, tm
 
 def test_a_round_section_is_laid_over_the_stage_section(tmp_path: Path) -> None:
     from crisscross.annotate.tasks import TaskParams
+    from crisscross.pipelines.annotate import AnnotateSettings
     from crisscross.pipelines.stage import load_params
 
     params = tmp_path / "p.yaml"
     params.write_text("tasks:\n  batch_size: 12\n  replicas: 3\nrounds:\n  sits:\n    tasks:\n      replicas: 7\n")
-    _, _, plain = load_params(str(params), "tasks", TaskParams)
-    _, _, sits = load_params(str(params), "tasks", TaskParams, "sits")
+    plain, _ = load_params(str(params), "tasks", TaskParams)
+    sits, _ = load_params(str(params), "tasks", TaskParams, "sits")
     assert (plain.batch_size, plain.replicas) == (12, 3) and (sits.batch_size, sits.replicas) == (12, 7)
     params.write_text(
         "annotate:\n  replication: {rule: fixed, alpha: 0.05, rater_sd: {STS: 0.8}}\n"
         "rounds:\n  adaptive:\n    annotate: {replication: {rule: threshold}}\n"
     )
-    adaptive, _, _ = load_params(str(params), "annotate", {"replication": {}}, "adaptive")
-    assert adaptive["replication"] == {"rule": "threshold", "alpha": 0.05, "rater_sd": {"STS": 0.8}}  # a mapping key by key
+    adaptive, _ = load_params(str(params), "annotate", AnnotateSettings, "adaptive")
+    replication = adaptive.replication  # a mapping laid over key by key
+    assert (replication.rule, replication.alpha, dict(replication.rater_sd)) == ("threshold", 0.05, {"STS": 0.8})
