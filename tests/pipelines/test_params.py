@@ -148,7 +148,7 @@ NESTED = {
         "annotate",
         AnnotateSettings,
         "annotate:\n  simulate: {raters_per_batch: 9, panel_size: 4}\n",
-        "annotate.simulate: raters_per_batch must be at most panel_size=4, got 9",
+        "annotate.simulate.raters_per_batch must be at most panel_size=4, got 9",
     ),
     "replication": (
         "annotate",
