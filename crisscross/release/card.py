@@ -149,7 +149,7 @@ def render(contents: Contents, inputs: CardInputs) -> str:
                 ),
             ),
             "",
-            "\n".join(_positives_rule(set(pairs["task_type"]))),
+            "\n".join(_positives_rule(set(pairs["task_type"]), contents.facts)),
             "",
             "## How it was built",
             "",
@@ -252,10 +252,13 @@ def _sampling(kinds: set[str]) -> list[str]:
     return list(dict.fromkeys(kind.sampling for kind in _present(kinds) if kind.sampling))
 
 
-def _positives_rule(kinds: set[str]) -> list[str]:
-    """What each task type the release holds is, and what makes one of its pairs positive."""
+def _positives_rule(kinds: set[str], facts: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """What each task type the release holds is, and what makes one of its pairs positive (a rated
+    type's threshold as its rounds applied it: the build's ``aggregate.thresholds`` may move it)."""
+    applied = {kind: f["threshold"] for rounds in facts.values() for kind, f in rounds.items() if f.get("threshold") is not None}
     return [
-        f"- **{md(kind.name)}** ({md(kind.title)}; {md(kind.source or 'a plugin task type')}): positive when {md(kind.positive_rule())}."
+        f"- **{md(kind.name)}** ({md(kind.title)}; {md(kind.source or 'a plugin task type')}): "
+        f"positive when {md(kind.positive_rule(applied.get(kind.name)))}."
         for kind in _present(kinds)
     ]
 

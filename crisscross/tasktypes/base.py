@@ -282,10 +282,11 @@ class TaskType:
         """What else a round of this type reports (``facts.json``) beyond the counts every type has."""
         return {}
 
-    def positive_rule(self) -> str:
-        """The rule in words, for the release card (plain text: the card escapes it)."""
+    def positive_rule(self, threshold: float | None = None) -> str:
+        """The rule in words, for the release card (plain text: the card escapes it); ``threshold``:
+        the one a build applied, when it moved a rated type's own."""
         if self.scale is not None:
-            return f"aggregated score ≥ {self.scale.threshold:g}"
+            return f"aggregated score ≥ {self.scale.threshold if threshold is None else threshold:g}"
         return "the aggregated answer is " + " or ".join(f"“{a}”" for a in self.answers if a in self.positive_answers)
 
     # ------------------------------------------------------------------ machine signals

@@ -97,5 +97,5 @@ class CHOOSE(TaskType):
         none = int((frame["agg_label"] == NONE).sum())
         return {"chosen": int(len(frame) - none), "none_discarded": none}
 
-    def positive_rule(self) -> str:
+    def positive_rule(self, threshold: float | None = None) -> str:
         return "a caption was chosen (not “none”); its label is that caption"

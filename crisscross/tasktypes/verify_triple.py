@@ -130,5 +130,5 @@ class VERIFY_TRIPLE(TaskType):
             "answers": {a: int(answers[a]) for a in ANSWERS},
         }
 
-    def positive_rule(self) -> str:
+    def positive_rule(self, threshold: float | None = None) -> str:
         return f"at least {VERIFIERS} verifiers answered and every one said “target”"
