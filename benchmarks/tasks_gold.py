@@ -24,7 +24,9 @@ import pyarrow as pa
 
 from benchmarks import save_result
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.tasks import Space, TaskParams, build_tasks, items_from_candidates
+from crisscross.annotate.gold import Space
+from crisscross.annotate.items import items_from_candidates
+from crisscross.annotate.tasks import TaskParams, build_tasks
 from crisscross.candidates.cxc import C2C_ISIM, CANDIDATES_SCHEMA
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, make_id
 from crisscross.embed.sets import EmbeddingSet, unit_rows

@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
-from crisscross.annotate.tasks import TaskParams, gold_spaces
+from crisscross.annotate.gold import gold_spaces
+from crisscross.annotate.tasks import TaskParams
 from crisscross.beam.tasks import BuildTasks
 from crisscross.core import io
 from crisscross.core.errors import InputError

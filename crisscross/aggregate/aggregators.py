@@ -1,4 +1,4 @@
-"""Aggregators: many raters' judgments of an item → one score (ratings) or one answer (VERIFY).
+"""Aggregators: many raters' judgments of an item → one score (rated types) or one answer (the others).
 
 Every aggregator reads the same long frame, one row per judgment, with columns ``task`` (item
 id), ``worker`` and ``label`` (a 0–5 float for ratings, an answer string for categorical
@@ -17,11 +17,8 @@ Dawid–Skene is implemented here rather than taken from crowd-kit 1.4.2: crowd-
 cleanly with the pinned stack but would be a run-time dependency (plus nltk) for ~60 lines of
 EM; its pandas joins take seconds per iteration at CxC scale where numpy over factorised codes
 takes a fraction, and its tie rule (alphabetical labels) and row-order-dependent output
-order differ from ours.  ``tests/test_aggregation.py`` checks both agree where crowd-kit is
-installed.
-
-Its length is one estimator per aggregator (mean, median, trimmed and bias-calibrated means,
-majority vote, Dawid–Skene) behind one interface; a new aggregator adds a registered class here.
+order differ from ours.  ``tests/aggregate/test_aggregators.py`` checks both agree where crowd-kit
+is installed.  A new aggregator is a registered class here.
 """
 
 from __future__ import annotations

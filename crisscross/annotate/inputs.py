@@ -1,13 +1,13 @@
 """A round's items, read from the stage before's output: candidate pairs → items, or batches formed
 upstream (the filter stage's VERIFY batches) → tasks as formed; each checked against the catalog,
-with one reject per refused row (:mod:`crisscross.annotate.tasks`)."""
+with one reject per refused row (:mod:`crisscross.annotate.items`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.tasks import batched_verify_tasks, items_from_candidates
+from crisscross.annotate.items import batched_verify_tasks, items_from_candidates
 from crisscross.core import io
 
 

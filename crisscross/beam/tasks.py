@@ -13,8 +13,10 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 
 from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.gold import gold_spaces
 from crisscross.annotate.inputs import candidate_items, formed_batches
-from crisscross.annotate.tasks import ITEMS_SCHEMA, TaskParams, build_tasks, gold_spaces, planned_items
+from crisscross.annotate.items import ITEMS_SCHEMA
+from crisscross.annotate.tasks import TaskParams, build_tasks, planned_items
 from crisscross.beam.common import WholeTable
 from crisscross.core import numerics
 

@@ -30,7 +30,7 @@ from crisscross.embed.sets import EmbeddingSet, row_problem, unit_rows
 from crisscross.formats.schema import numbered_rows_of
 from crisscross.tasktypes.choose import CHOOSE, NONE
 
-DECOY_METHOD = "bison_decoy"  # target–decoy pairs: CHOOSE items (crisscross.annotate.tasks)
+DECOY_METHOD = "bison_decoy"  # target–decoy pairs: CHOOSE items (CHOOSE.methods)
 CHOSEN_METHOD = "bison_chosen"  # caption–decoy pairs: VERIFY-TRIPLE items
 CANDIDATES_SCHEMA = pa.schema([(name, pa.string()) for name in ("method", "id1", "id2", "provenance")])
 DECOYS_SCHEMA = pa.schema(

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from crisscross.annotate.tasks import VERIFY_METHOD
+from crisscross.annotate.items import VERIFY_METHOD
 from crisscross.core import io
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, IdFormError, published, split_id

@@ -561,7 +561,9 @@ def load_release(folder: str | Path, *, captions: Any = None) -> tuple[GroundTru
             **({"simulated": "rated by SIMULATED raters, not people"} if any(r["simulated"] for r in rows) else {}),
         },
     )
-    return truth, _report(truth, rejected, rated_items={k: len(of[k]) for k in (STS.name, SIS.name, SITS.name)}, verified_positives=len(verified))
+    return truth, _report(
+        truth, rejected, rated_items={k: len(of[k]) for k in (STS.name, SIS.name, SITS.name)}, verified_positives=len(verified)
+    )
 
 
 GROUND_TRUTHS: Registry[tuple[GroundTruth, Report]] = Registry("ground truth")

@@ -315,10 +315,11 @@ def side_field(kind: str) -> str:
 
 
 def caption_image_examples(
-    catalog: Shown, asked_pairs: set[frozenset[str]], asked_ids: set[str]
-) -> tuple[ExampleSide, ExampleSide, ExampleSide] | None:
-    """An image, its own caption and another image's caption as example sides, none of them a pair
-    the round asks about; images the round shows come last.  None when the collection has none."""
+    kind: TaskType, catalog: Shown, asked_pairs: set[frozenset[str]], asked_ids: set[str], verdicts: tuple[str, str]
+) -> tuple[Example, ...]:
+    """A caption–image type's two worked examples: an image with its own caption, then with another
+    image's caption (each with its verdict), sides in the type's order; none of them a pair the round
+    asks about, images the round shows last.  None when the collection has no such pair."""
     images = sorted(catalog.paths, key=lambda i: (i in asked_ids, i))
     captions_of = catalog.captions_by_image
 
@@ -329,8 +330,14 @@ def caption_image_examples(
     own = next(((i, c) for i, c in pairs if unasked(i, c)), None)
     other = next((c for i, c in pairs if own and i != own[0] and unasked(own[0], c)), None)
     if own is None or other is None:
-        return None
-    return ExampleSide("image", own[0]), ExampleSide("text", catalog.texts[own[1]]), ExampleSide("text", catalog.texts[other])
+        return ()
+    picture = ExampleSide("image", own[0])
+    captions = (ExampleSide("text", catalog.texts[own[1]]), ExampleSide("text", catalog.texts[other]))
+    caption_first = kind.kinds[0] == CAPTION_KIND
+    return tuple(
+        Example(*((caption, picture) if caption_first else (picture, caption)), verdict)
+        for caption, verdict in zip(captions, verdicts, strict=True)
+    )
 
 
 def rating_instructions(guidance: str, question: str, scale: Scale) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
-from crisscross.tasktypes.base import SAME_IMAGE, Example, Scale, TaskType, caption_image_examples, cosine, rating_instructions
+from crisscross.tasktypes.base import SAME_IMAGE, Scale, TaskType, caption_image_examples, cosine, rating_instructions
 from crisscross.tasktypes.papers import CXC_SAMPLING
 
 SCALE = Scale(
@@ -87,11 +87,13 @@ class SITS(TaskType):
     signals = staticmethod(sits_signals)
 
     def examples(self, catalog, asked_pairs, asked_ids):  # type: ignore[no-untyped-def]
-        found = caption_image_examples(catalog, asked_pairs, asked_ids)
-        if found is None:
-            return ()
-        picture, own, other = found
-        return (
-            Example(own, picture, "The caption was written for this image: usually 4–5, lower when it gets details wrong."),
-            Example(other, picture, "The caption was written for another photo: usually 0–1, higher only for the details it shares."),
+        return caption_image_examples(
+            self,
+            catalog,
+            asked_pairs,
+            asked_ids,
+            (
+                "The caption was written for this image: usually 4–5, lower when it gets details wrong.",
+                "The caption was written for another photo: usually 0–1, higher only for the details it shares.",
+            ),
         )

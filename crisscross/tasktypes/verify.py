@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
-from crisscross.tasktypes.base import Example, TaskType, caption_image_examples
+from crisscross.tasktypes.base import TaskType, caption_image_examples
 from crisscross.tasktypes.papers import CXC_SAMPLING
 
 ANSWERS = ("100% yes", "partially yes", "mostly no", "100% no")
@@ -61,11 +61,13 @@ class VERIFY(TaskType):
         return np.asarray(ANSWERS, dtype=object)[(scores[..., None] < np.asarray(cuts)).sum(axis=-1)]
 
     def examples(self, catalog, asked_pairs, asked_ids):  # type: ignore[no-untyped-def]
-        found = caption_image_examples(catalog, asked_pairs, asked_ids)
-        if found is None:
-            return ()
-        picture, own, other = found
-        return (
-            Example(picture, own, "Written for this image: usually “100% yes” (“partially yes” when a detail is off)."),
-            Example(picture, other, "Written for another photo: usually “100% no” (“mostly no” when some details match)."),
+        return caption_image_examples(
+            self,
+            catalog,
+            asked_pairs,
+            asked_ids,
+            (
+                "Written for this image: usually “100% yes” (“partially yes” when a detail is off).",
+                "Written for another photo: usually “100% no” (“mostly no” when some details match).",
+            ),
         )

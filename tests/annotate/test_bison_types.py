@@ -18,9 +18,11 @@ import yaml
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.exports import ExportError, export_tasks
 from crisscross.annotate.formats import JUDGMENT_FORMATS
+from crisscross.annotate.gold import GoldError
+from crisscross.annotate.items import items_from_candidates
 from crisscross.annotate.simulate import Panel, Reference, Simulate, SimulateParams
 from crisscross.annotate.store import Answer, Refused, TaskRow, check_answers
-from crisscross.annotate.tasks import GoldError, TaskParams, build_tasks, items_from_candidates, make_batches
+from crisscross.annotate.tasks import TaskParams, build_tasks, make_batches
 from crisscross.annotate.validate import _Refused, _value, validate
 from crisscross.candidates.bison import CHOSEN_METHOD, DECOY_METHOD
 from crisscross.core import io as cio

@@ -19,13 +19,9 @@ import pytest
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.exports import ANSWER_KEY, TASK_FORMATS, Batch, BatchItem, ExportError, Side, export_tasks, label_studio_config
 from crisscross.annotate.formats import JUDGMENT_FORMATS, JudgmentFileError
-from crisscross.annotate.tasks import (
-    Space,
-    TaskParams,
-    build_tasks,
-    items_from_candidates,
-    verify_items,
-)
+from crisscross.annotate.gold import Space
+from crisscross.annotate.items import items_from_candidates, verify_items
+from crisscross.annotate.tasks import TaskParams, build_tasks
 from crisscross.annotate.validate import validate
 from crisscross.candidates.cxc import C2C_COCAPTION, cocaption_pairs
 from crisscross.embed.sets import EmbeddingSet, cocaption_mean

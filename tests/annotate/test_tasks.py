@@ -11,22 +11,9 @@ import pyarrow as pa
 import pytest
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.tasks import (
-    ITEMS_SCHEMA,
-    SAMPLING_GOLD,
-    GoldError,
-    Space,
-    TaskParams,
-    batch_count,
-    batched_verify_tasks,
-    build_tasks,
-    items_from_candidates,
-    make_batches,
-    negative_gold,
-    negative_thresholds,
-    positive_gold,
-    verify_items,
-)
+from crisscross.annotate.gold import GoldError, Space, negative_gold, negative_thresholds, positive_gold
+from crisscross.annotate.items import ITEMS_SCHEMA, SAMPLING_GOLD, batched_verify_tasks, items_from_candidates, verify_items
+from crisscross.annotate.tasks import TaskParams, batch_count, build_tasks, make_batches
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, TASKS_SCHEMA, item_id
 from crisscross.tasktypes import task_types

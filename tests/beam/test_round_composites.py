@@ -16,8 +16,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from crisscross.aggregate.excluded import aggregate_files
 from crisscross.aggregate.round import RoundSettings, aggregate_round
 from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.gold import gold_spaces
+from crisscross.annotate.items import items_from_candidates
 from crisscross.annotate.sources import JUDGMENT_SOURCES, SimulateSettings, SourceSettings
-from crisscross.annotate.tasks import TaskParams, build_tasks, gold_spaces, items_from_candidates
+from crisscross.annotate.tasks import TaskParams, build_tasks
 from crisscross.beam.annotate import CollectJudgments
 from crisscross.beam.common import WholeTable
 from crisscross.beam.tasks import BuildTasks

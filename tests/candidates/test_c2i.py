@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crisscross.annotate.tasks import _method_task_type
+from crisscross.annotate.items import method_task_type
 from crisscross.candidates.c2i import (
     BOTH,
     C2I_INTRASIM,
@@ -185,7 +185,7 @@ def test_bad_rows_are_rejected_with_reasons() -> None:
 def test_table_orientation_is_what_the_tasks_stage_reads_as_sits() -> None:
     kept, _, _ = derive_all([sts(11, 21, 4.0)], INDEX, DeriveSettings(quota=2), 0)
     table = candidates_table(kept)
-    assert _method_task_type("c2i_intrasim") == SITS
+    assert method_task_type("c2i_intrasim") == SITS
     for row in table.to_pylist():
         assert (split_id(row["id1"])[1], split_id(row["id2"])[1]) == task_type(SITS).kinds
         assert row["image1"] == INDEX.image_of[row["id1"]] and row["image2"] == row["id2"]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.tasks import verify_items
+from crisscross.annotate.items import verify_items
 from crisscross.candidates.annotators import TextProxyModel
 from crisscross.candidates.diversity import coverage_of, diversity_report
 from crisscross.candidates.machine import (

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from crisscross.annotate.tasks import _method_task_type
+from crisscross.annotate.items import method_task_type
 from crisscross.core.errors import ParamError
 from crisscross.pipelines import derive
 
@@ -71,7 +71,7 @@ def test_derive_stage_writes_candidates_csv_quarantine_and_report(tmp_path: Path
     assert report["candidates"] == {"c2i_intrasim": methods.count("c2i_intrasim"), "c2i_original": 8}
     # default quota: 0.22 × 5 usable rated pairs = 1
     assert report["quota"] == 1 and report["candidates"]["c2i_intrasim"] == 1 and report["shortfall"] == 0
-    assert {_method_task_type(m) for m in methods} == {"SITS"}
+    assert {method_task_type(m) for m in methods} == {"SITS"}
     assert all(r["id1"].startswith("coco:cap:") and r["id2"].startswith("coco:img:") for r in table.to_pylist())
     assert (out / "sits_candidates.csv").read_text().splitlines()[0] == "caption,image,sampling_method"
     assert report["rejected"] == {"rated": {"score-out-of-range": 1, "unknown-image": 1}}

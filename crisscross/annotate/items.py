@@ -1,0 +1,178 @@
+"""A round's items: each candidate pair becomes one item of a task type, by the type whose
+``methods`` prefix its sampling method starts with (``c2c_*`` → STS, ``bison_decoy`` → CHOOSE, …;
+image–caption pairs → VERIFY).  A pair sampled twice (in either order for the symmetric types) is
+one item; every candidate that does not become an item is a ``Rejected``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from crisscross.annotate.catalog import Catalog
+from crisscross.core.ids import IdFormError, split_id
+from crisscross.core.quarantine import Rejected, reject
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id, ordered_pair
+from crisscross.tasktypes import task_type, task_types
+from crisscross.tasktypes.verify import VERIFY
+
+SAMPLING_GOLD = "gold"
+
+
+VERIFY_METHOD = "retrieved"  # default sampling_method of VERIFY pairs (ECCV: model top-5 lists)
+
+
+ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", "position")])
+
+
+@dataclass(frozen=True)
+class _Pair:
+    record: Mapping[str, Any]
+    source: str
+    method: str | None
+    kind: str | None  # task type; None when the method maps to none
+    first: str | None
+    second: str | None
+
+
+def items_from_candidates(candidates: pa.Table, catalog: Catalog, source: str = "candidates.parquet") -> tuple[pa.Table, list[Rejected]]:
+    """Items (:data:`ITEMS_SCHEMA`, sorted by ``item_id``) from a candidates table (``method``,
+    ``id1``, ``id2``), and a ``Rejected`` for every row that is not one (see :func:`_items`)."""
+    pairs = (
+        _Pair(row, f"{source}:{n}", row.get("method"), method_task_type(row.get("method")), row.get("id1"), row.get("id2"))
+        for n, row in enumerate(candidates.to_pylist(), start=1)
+    )
+    return _items(pairs, catalog)
+
+
+def verify_items(
+    pairs: pa.Table, catalog: Catalog, method: str = VERIFY_METHOD, source: str = "pairs.parquet"
+) -> tuple[pa.Table, list[Rejected]]:
+    """VERIFY items from (``image_id``, ``caption_id``) rows; a ``method`` column, when present,
+    overrides the ``method`` argument per row."""
+    rows = (
+        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"))
+        for n, row in enumerate(pairs.to_pylist(), start=1)
+    )
+    return _items(rows, catalog)
+
+
+def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "batches.parquet") -> tuple[pa.Table, list[Rejected]]:
+    """The tasks table of VERIFY batches formed upstream (the machine-annotator filter: per query,
+    16 candidates + its original positive + a negative outside every annotator's top lists), kept
+    as formed: gold drawn at random here would break the per-query rule.  Rows raters cannot be
+    shown are rejected like any item; a batch whose gold row was rejected (``batch-lost-gold``) or
+    that came without one of the gold kinds others have (``batch-without-gold``) is rejected whole,
+    never refilled.  Positions are renumbered 1..n within each kept batch."""
+    kept: dict[str, list[tuple[dict[str, Any], str, dict[str, Any]]]] = {}
+    formed_gold: dict[str, set[str]] = {}
+    rejected: list[Rejected] = []
+    seen: dict[str, str] = {}
+    for n, row in enumerate(batches.to_pylist(), start=1):
+        where, batch = f"{source}:{n}", str(row.get("batch_id"))
+        gold = row.get("gold") or NOT_GOLD
+        if gold not in (NOT_GOLD, GOLD_POSITIVE, GOLD_NEGATIVE):
+            rejected.append(
+                reject("pair", "", "bad-gold", f"gold {gold!r} is not {GOLD_POSITIVE!r}, {GOLD_NEGATIVE!r} or empty", where, row)
+            )
+            continue
+        formed_gold.setdefault(batch, set()).add(gold)
+        made = _item(
+            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id")),
+            catalog,
+        )
+        if isinstance(made, tuple):
+            reason, detail, key = made
+            rejected.append(reject("pair", key, reason, detail, where, row))
+            continue
+        if made["item_id"] in seen:
+            detail = f"{made['item_id']} is already in batch {seen[made['item_id']]}"
+            rejected.append(reject("pair", made["item_id"], "duplicate-item", detail, where, row))
+            continue
+        seen[made["item_id"]] = batch
+        kept.setdefault(batch, []).append(({**made, "gold": gold, "batch_id": batch, "position": int(row["position"])}, where, row))
+    wanted = {GOLD_POSITIVE, GOLD_NEGATIVE} & set().union(*formed_gold.values()) if formed_gold else set()
+    rows: list[dict[str, Any]] = []
+    for batch, members in sorted(kept.items()):
+        never = wanted - formed_gold[batch]
+        lost = wanted - never - {m["gold"] for m, _, _ in members}
+        if never or lost:
+            reason = "batch-without-gold" if never else "batch-lost-gold"
+            detail = f"batch {batch} {'came without' if never else 'lost'} its {' and '.join(sorted(never or lost))} gold row; it is not sent to raters"
+            rejected += [reject("pair", m["item_id"], reason, detail, where, row) for m, where, row in members]
+            continue
+        ordered = sorted((m for m, _, _ in members), key=lambda m: m["position"])
+        rows += [{**m, "position": i} for i, m in enumerate(ordered, start=1)]
+    return pa.Table.from_pylist(rows, schema=TASKS_SCHEMA), rejected
+
+
+def method_task_type(method: object) -> str | None:
+    """The type whose ``methods`` prefix the candidate's sampling method starts with (CxC method
+    names begin with the modalities of the pair: ``c2c_`` → STS)."""
+    return next((kind.name for kind in task_types() for prefix in kind.methods if str(method).startswith(prefix)), None)
+
+
+def _items(pairs: Iterable[_Pair], catalog: Catalog) -> tuple[pa.Table, list[Rejected]]:
+    """One item per distinct ``item_id``, the first row (in input order) providing its method.
+
+    Reasons: ``missing-field``, ``unknown-method``, ``bad-id`` (not a canonical id), ``wrong-kind``
+    (the ids' kinds do not fit the task type), ``self-pair``, ``unknown-id`` / ``no-pixels`` (raters
+    could not be shown it), ``duplicate-item`` (the same item as an earlier row, e.g. the pair in
+    the other order; it is judged once, under the earlier row's method).
+    """
+    kept: dict[str, dict[str, str]] = {}
+    first_source: dict[str, str] = {}
+    rejected: list[Rejected] = []
+    for pair in pairs:
+        made = _item(pair, catalog)
+        if isinstance(made, tuple):
+            reason, detail, key = made
+            rejected.append(reject("pair", key, reason, detail, pair.source, pair.record))
+        elif made["item_id"] in kept:
+            earlier = kept[made["item_id"]]
+            detail = f"{made['item_id']} was already made from {first_source[made['item_id']]} ({earlier['sampling_method']})"
+            rejected.append(reject("pair", made["item_id"], "duplicate-item", detail, pair.source, pair.record))
+        else:
+            kept[made["item_id"]] = made
+            first_source[made["item_id"]] = pair.source
+    return pa.Table.from_pylist([kept[k] for k in sorted(kept)], schema=ITEMS_SCHEMA), rejected
+
+
+def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str]:
+    """The item row, or (reason, detail, key) when the pair cannot be one."""
+    key = f"{pair.first}|{pair.second}"
+    missing = [name for name, value in (("method", pair.method), ("first id", pair.first), ("second id", pair.second)) if not value]
+    if missing:
+        return "missing-field", f"no {', '.join(missing)}", key
+    if pair.kind is None:
+        known = ", ".join(f"{p}*" for kind in task_types() for p in kind.methods)
+        return "unknown-method", f"method {pair.method!r} maps to no task type (known: {known})", key
+    try:
+        kinds = (split_id(str(pair.first))[1], split_id(str(pair.second))[1])
+    except IdFormError as error:
+        return "bad-id", str(error), key
+    info = task_type(pair.kind)
+    ids = (str(pair.first), str(pair.second))
+    if sorted(kinds) != sorted(info.kinds):
+        return "wrong-kind", f"{pair.kind} pairs {info.kinds[0]}–{info.kinds[1]} ids, got {kinds[0]}–{kinds[1]}", key
+    if kinds != info.kinds:  # a cross-modal pair given in the other order
+        ids = (ids[1], ids[0])
+    if ids[0] == ids[1]:
+        return "self-pair", f"{pair.method} pairs {ids[0]} with itself", key
+    for value in ids:
+        problem = catalog.problem(value)
+        if problem:
+            return (*problem, key)
+    unshowable = info.unshowable(ids[0], ids[1], catalog)
+    if unshowable:
+        return (*unshowable, key)
+    return item_row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)
+
+
+def item_row(kind: str, id_a: str, id_b: str, method: str, gold: str) -> dict[str, str]:
+    """An item row; symmetric pairs in :func:`ordered_pair` order, as in their ``item_id``."""
+    a, b = ordered_pair(kind, id_a, id_b)
+    return {"item_id": item_id(kind, a, b), "task_type": kind, "id_a": a, "id_b": b, "sampling_method": method, "gold": gold}
