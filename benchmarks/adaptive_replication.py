@@ -29,7 +29,7 @@ from benchmarks import save_result
 from benchmarks.machine_triage import SHARED_DATA
 from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.replication import THRESHOLD, ReplicationSettings, rater_sd_from_repeats, replication_decisions
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes.names import POSITIVE_THRESHOLDS, RATING_TYPES, SIS
 
 if TYPE_CHECKING:

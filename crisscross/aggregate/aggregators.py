@@ -34,9 +34,8 @@ import numpy as np
 import pandas as pd
 
 from crisscross.core.registry import Registry
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes import task_type, task_types, type_names
-from crisscross.tasktypes.base import CATEGORICAL, RATINGS
+from crisscross.tasktypes.base import CATEGORICAL, RATINGS, SCORE_MAX, SCORE_MIN
 
 COLUMNS = ("task", "worker", "label")
 EPS = 1e-10  # floor of Dawid–Skene probabilities before logs and normalisation (as crowd-kit)
@@ -94,7 +93,7 @@ def label_order(observed: Sequence[Any], labels: Sequence[Any] | None = None) ->
     seen = pd.unique(np.asarray(observed, dtype=object))
     if labels is None:
         present = set(seen)
-        known = [a for kind in task_types() if kind.alpha_level == "ordinal" for a in kind.answers if a in present]
+        known = list(dict.fromkeys(a for kind in task_types() if kind.alpha_level == "ordinal" for a in kind.answers if a in present))
         return pd.Index([*known, *sorted(present - set(known))], name="label")
     order = pd.Index(list(labels), name="label")
     if order.has_duplicates:
@@ -246,8 +245,8 @@ class CategoricalAggregator(Aggregator):
     """Answers → ``labels_`` (Series ``agg_label`` by task) and ``probas_`` (task × label).
 
     ``labels`` fixes the label columns and the tie order (first listed wins; probabilities
-    within 1e-9 of the best count as tied); by default the observed VERIFY answers in
-    :data:`VERIFY_ANSWERS` order, then other labels sorted.
+    within 1e-9 of the best count as tied); by default the observed answers of the ordinal task
+    types in their order (VERIFY's, best first), then other labels sorted.
     """
 
     kind = CATEGORICAL

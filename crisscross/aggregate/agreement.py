@@ -6,7 +6,7 @@ a unit judged once says nothing about agreement.  ``alpha = 1 - D_o / D_e`` with
 disagreement observed within units and ``D_e`` the one expected from all pairable values pooled.
 
 * ``nominal`` (answers as unordered categories) and ``ordinal`` (categories in a given order:
-  VERIFY answers in :data:`~crisscross.formats.schema.VERIFY_ANSWERS` order by default, numbers by
+  the ordinal types' answers in their order by default (VERIFY's, best first), numbers by
   value) go through the coincidence matrix, built with one ``bincount``;
 * ``interval`` (0–5 ratings) uses the closed form over per-unit sums of squared deviations, in
   O(n) without any matrix.

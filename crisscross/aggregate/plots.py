@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes import type_names
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 
 if TYPE_CHECKING:  # matplotlib (0.3 s) loads when a figure is drawn, not with the stage command
     from matplotlib.axes import Axes

@@ -45,8 +45,9 @@ import pandas as pd
 
 from crisscross.aggregate.aggregators import sorted_codes, task_type_codes
 from crisscross.core.settings import setting, settings_from_params
-from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, SCORE_MAX, SCORE_MIN
+from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD
 from crisscross.tasktypes import task_type
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 
 JUDGMENT_COLUMNS = ("item_id", "task_type", "worker", "score", "answer", "seconds")
 EXCLUDED_RATER = "excluded-rater"  # quarantine reason of an excluded rater's judgments

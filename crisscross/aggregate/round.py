@@ -11,10 +11,10 @@ Steps (each a function of :mod:`crisscross.aggregate.quality`, :mod:`crisscross.
    and ``std`` of its raw ratings;
 4. Krippendorff's alpha per task type (interval for ratings, ordinal for VERIFY answers, nominal
    for BISON's answers);
-5. positives: ratings by per-type threshold (CxC §3: STS ≥ 3, SITS ≥ 3, SIS ≥ 2.5), VERIFY by
-   the aggregated answer being "100% yes" or "partially yes" (ECCV Caption §3.3), BISON's types
-   by :data:`crisscross.aggregate.bison.ROUND_RULES` (CHOOSE: a caption was chosen, not
-   "none"; VERIFY-TRIPLE: every one of at least two verifiers answered "target").
+5. positives by each type's rule (``TaskType.positive``, with ``round_facts`` beside the counts):
+   ratings by threshold (CxC §3: STS ≥ 3, SITS ≥ 3, SIS ≥ 2.5), VERIFY by the aggregated answer
+   being "100% yes" or "partially yes" (ECCV Caption §3.3), CHOOSE when a caption was chosen, not
+   "none", VERIFY-TRIPLE when every one of at least two verifiers answered "target" (BISON §4.1).
 
 Duplicates rule: an item is an unordered pair for STS and SIS (:func:`crisscross.formats.schema.item_id`),
 so judgments of a pair written in either order, or sampled into two batches, are *pooled* into
@@ -48,8 +48,9 @@ from crisscross.aggregate.quality import (
 )
 from crisscross.core import io
 from crisscross.core.settings import setting
-from crisscross.formats.schema import JUDGMENTS_SCHEMA, SCORE_MAX, SCORE_MIN, threshold_votes
+from crisscross.formats.schema import JUDGMENTS_SCHEMA, threshold_votes
 from crisscross.tasktypes import default_thresholds, rated_type_names, task_types
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 
 KEPT_JUDGMENTS = "judgments_kept.parquet"  # the aggregate stage's judgments that rater quality control kept
 RATED_COLUMNS = (

@@ -6,7 +6,7 @@ image path or URI as the images table gives it, instructions, ``replicas``: how 
 batch).  Gold flags and sampling methods are never in a rater-facing file (a method named ``gold``
 would give them away): every format gets the same ``answer_key.csv`` beside it, listing the gold
 items, for the people running the round.  BISON items also carry their options as their type
-presents them (:mod:`crisscross.annotate.presentation`: CHOOSE the target's captions,
+presents them (``TaskType.options``: CHOOSE the target's captions,
 VERIFY-TRIPLE the target and decoy images in their seeded order), each with the answer picking
 it gives.  The judgments coming back are read by :mod:`crisscross.annotate.formats`.
 

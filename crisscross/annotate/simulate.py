@@ -30,9 +30,9 @@ from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND
 from crisscross.core.rng import generator
 from crisscross.core.settings import RuleError, setting, settings_from_params
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, EmbeddingSet, set_dir, unit_rows
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, SOURCE_SIMULATED
+from crisscross.formats.schema import SOURCE_SIMULATED
 from crisscross.tasktypes import task_type, task_types, type_names
-from crisscross.tasktypes.base import RaterDraws, cosine_to_score
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN, RaterDraws, cosine_to_score
 
 DEFAULT_PANEL = "sim"  # worker ids sim-0000 …
 SCORE_DECIMALS = 2  # a slider reading like CxC's 2.87 (its appendix)
@@ -51,7 +51,7 @@ class SimulateParams:
     judgment.  Careless raters (``careless_share`` of the panel, rounded to whole raters) ignore
     the item: a ``straightline_share`` of them give one constant score, the rest uniform random
     scores, and they are fast (``careless_seconds_mean``).  VERIFY answers threshold the rater's
-    score at ``verify_cuts`` (descending) into VERIFY_ANSWERS, best first.  Seconds are lognormal
+    score at ``verify_cuts`` (descending) into VERIFY's answers, best first (``answer_of_score``).  Seconds are lognormal
     with mean ``seconds_mean[task]`` and log-sd ``seconds_sigma``.
 
     BISON (:meth:`Simulate._judge_bison`): a CHOOSE rater scores every caption of the target by its

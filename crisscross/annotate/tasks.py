@@ -59,7 +59,7 @@ def batch_count(n_items: int, batch_size: int, gold_per_batch: Mapping[str, int]
 def make_batches(items: pa.Table, gold: pa.Table, batch_size: int, gold_per_batch: Mapping[str, int], seed: int) -> pa.Table:
     """The tasks table (:data:`TASKS_SCHEMA`, sorted by ``batch_id``, ``position``).
 
-    Per task type (in :data:`TASK_TYPES` order): items in a random order (generator keyed by the
+    Per task type (in the registry's order, ``type_names()``: the built-in six, then plugins): items in a random order (generator keyed by the
     task type) are cut into :func:`batch_count` batches whose sizes differ by at most one (no
     small tail batch); batch ``k`` takes the next ``gold_per_batch[kind]`` gold items of each kind
     in ``item_id`` order; positions 1.. follow a shuffle by a generator keyed by the batch id.

@@ -1,10 +1,10 @@
 """Judgment validation: raw records read by any judgment format → the judgments table + rejects.
 
 A record is kept when it names a worker and an item of the tasks table, and carries the value
-its task type asks for: a finite 0–5 ``score`` for STS / SIS / SITS, one of the four
-``VERIFY_ANSWERS`` for VERIFY, a canonical caption id or ``none`` for CHOOSE (whether the caption
-is the target's is checked where the captions table is at hand, when triples are made), one of
-``TRIPLE_ANSWERS`` for VERIFY-TRIPLE.  Everything else becomes a ``Rejected`` (kind ``judgment``) with
+its task type asks for (``TaskType.value_problem``): a finite 0–5 ``score`` for STS / SIS / SITS,
+one of the four answers for VERIFY, a canonical caption id or ``none`` for CHOOSE (whether the
+caption is the target's is checked where the captions table is at hand, when triples are made),
+target, decoy, both or neither for VERIFY-TRIPLE.  Everything else becomes a ``Rejected`` (kind ``judgment``) with
 one of these stable reasons:
 
 * ``malformed-record`` (from the readers: a line or element that is not a record at all);

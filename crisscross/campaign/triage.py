@@ -36,10 +36,9 @@ import pandas as pd
 from crisscross.campaign.signals import TextSpace, pair_signals, signal_types
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 
 POSITIVE, NEGATIVE, LEFT_TO_PEOPLE = 1, 0, -1  # a pair's triage label: the machine's (people's on the audit), or none: left to people
-SIGNAL_TYPES = tuple(signal_types())  # the task types the machine has signals for
 SIDES = {POSITIVE: "positive", NEGATIVE: "negative"}
 
 
@@ -470,7 +469,7 @@ class TriagedRound:
 def items_to_decide(tasks: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A round's items once each, those of types with machine signals apart from the rest; gold items serve quality control and stay out."""
     items = tasks[tasks["gold"] == ""]
-    signalled = items["task_type"].isin(SIGNAL_TYPES)
+    signalled = items["task_type"].isin(signal_types())  # the types the machine has signals for
     return items[signalled].drop_duplicates("item_id"), items[~signalled].drop_duplicates("item_id")
 
 

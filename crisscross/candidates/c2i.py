@@ -53,8 +53,8 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.formats.cxc import CXC_SPLITS, cxc_csv, read_cxc_file
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN
 from crisscross.ingest.records import captions_by_image
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes.sis import SIS
 from crisscross.tasktypes.sits import SITS
 from crisscross.tasktypes.sts import STS

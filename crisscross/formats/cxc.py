@@ -23,8 +23,9 @@ from crisscross.core.csv_records import csv_records
 from crisscross.core.errors import InputError, one_line
 from crisscross.core.ids import CocoIdScheme, IdFormError, published
 from crisscross.core.quarantine import Rejected, reject
-from crisscross.formats.schema import SCORE_MAX, SCORE_MIN, item_id
+from crisscross.formats.schema import item_id
 from crisscross.tasktypes import task_type
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes.sis import SIS
 from crisscross.tasktypes.sits import SITS
 from crisscross.tasktypes.sts import STS

@@ -21,10 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from crisscross.tasktypes import task_type
-from crisscross.tasktypes.base import Problem
-
-SCORE_MIN = 0.0  # the 0–5 scale of CxC's rating types and their release files
-SCORE_MAX = 5.0
+from crisscross.tasktypes.base import Problem  # the 0–5 scale of CxC's rating types and their files
 
 GOLD_POSITIVE = "positive"
 GOLD_NEGATIVE = "negative"

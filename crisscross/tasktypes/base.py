@@ -26,6 +26,7 @@ from crisscross.core.ids import CAPTION_KIND
 
 Problem = tuple[str, str]  # (reason code, what is wrong): the reason is the quarantine's, the detail a person reads
 RATINGS, CATEGORICAL = "ratings", "categorical"  # what an aggregator takes: scores, or answers
+SCORE_MIN, SCORE_MAX = 0.0, 5.0  # CxC's scale: the one the judgments table, its plots and the stop rules hold
 
 
 class Shown(Protocol):
@@ -64,8 +65,8 @@ class Scale:
 
     threshold: float
     points: dict[int, tuple[str, str]]  # score → (label along the slider, the criterion it stands for)
-    low: float = 0.0
-    high: float = 5.0
+    low: float = SCORE_MIN
+    high: float = SCORE_MAX
     hover: bool = False  # the criteria show when the rater hovers a point, not under the scale
 
 
@@ -115,7 +116,9 @@ class TaskType:
     source: ClassVar[str] = ""  # where the type comes from (a paper and section), for the card
     methods: ClassVar[tuple[str, ...]] = ()  # sampling-method prefixes of candidate pairs that become this type's items
     sampling: ClassVar[str] = ""  # how its pairs were sampled, a paragraph of the release card
-    retrieval: ClassVar[bool] = False  # its positives are a retrieval ground truth (``crisscross evaluate --truth release:``)
+    retrieval: ClassVar[bool] = (
+        False  # the card shows the retrieval evaluation of its release (the papers' truths read STS, SIS, SITS, VERIFY)
+    )
 
     # --- what an answer is
     scale: ClassVar[Scale | None] = None  # rated types; otherwise the answer is a word
@@ -293,6 +296,7 @@ class TaskType:
 
     # Per pair, what the text encoders say: (ids a, ids b, text spaces, caption → image) → named
     # columns; the spaces are :class:`crisscross.campaign.signals.TextSpace`.  None: no signals.
+    # A function set here must be a ``staticmethod``, or the type becomes its first argument.
     signals: ClassVar[Callable[..., dict[str, np.ndarray]] | None] = None
 
 

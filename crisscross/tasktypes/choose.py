@@ -87,6 +87,10 @@ class CHOOSE(TaskType):
         lined = np.where(draws.constant >= params.choose_cut, seen.captions[0], NONE)
         return attentive, sloppy, lined
 
+    def passes_gold(self, values, answers, positive, low, high):  # type: ignore[no-untyped-def]
+        """A caption chosen answers a positive gold item, ``none`` a negative one (BISON plants none; a round may)."""
+        return values == 1 if positive else values == 0
+
     def qc_values(self, scores, answers):  # type: ignore[no-untyped-def]
         return (answers != NONE).to_numpy().astype(np.float64)
 

@@ -24,7 +24,8 @@ from crisscross.embed.sets import (
     cocaption_mean,
     set_dir,
 )
-from crisscross.formats.schema import JUDGMENTS_SCHEMA, SCORE_MAX, SCORE_MIN, SOURCE_REPLAY, SOURCE_SIMULATED, TASKS_SCHEMA, item_id
+from crisscross.formats.schema import JUDGMENTS_SCHEMA, SOURCE_REPLAY, SOURCE_SIMULATED, TASKS_SCHEMA, item_id
+from crisscross.tasktypes.base import SCORE_MAX, SCORE_MIN
 from crisscross.tasktypes.names import SIS, SITS, STS, VERIFY, VERIFY_ANSWERS
 from tests.special_files import make_special
 

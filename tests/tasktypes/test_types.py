@@ -9,7 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import crisscross.tasktypes as registry
+from crisscross.core.ids import CAPTION_KIND
 from crisscross.tasktypes import TaskTypeError, task_type, task_types
+from crisscross.tasktypes.base import Scale, TaskType
 
 
 def test_each_type_refuses_the_other_kind_of_value_and_keeps_its_own():
@@ -45,3 +48,46 @@ def test_qc_values_and_gold_follow_the_answers_order():
 def test_a_type_pickles_as_its_registered_instance():
     for kind in task_types():
         assert pickle.loads(pickle.dumps(kind)) is kind
+
+
+def _plugin(**facts):
+    """A yes/no caption-pair type with ``facts`` changed."""
+    base = {
+        "name": "YESNO",
+        "kinds": (CAPTION_KIND, CAPTION_KIND),
+        "title": "yes or no",
+        "answers": ("yes", "no"),
+        "meanings": {"yes": "y", "no": "n"},
+        "positive_answers": frozenset({"yes"}),
+        "instructions": "Say yes or no.",
+        "side_labels": ("A", "B"),
+        "anchors": (0.1, 0.9),
+        "seconds_mean": 5.0,
+        "answer_of_score": lambda self, scores, cuts: np.where(scores >= 2.5, "yes", "no").astype(object),
+    }
+    return type("YesNo", (TaskType,), {**base, **facts})
+
+
+@pytest.mark.parametrize(
+    ("facts", "refusal"),
+    [
+        ({"name": "yes/no"}, "lacks name"),
+        ({"name": "A" * 33}, "lacks name"),
+        ({"scale": Scale(5.0, {0: ("", "")}, high=10.0)}, "scale from 0 to 5"),
+        ({"methods": ("c2c_para",)}, "method prefix 'c2c_para' overlaps STS's 'c2c_'"),
+    ],
+)
+def test_a_plugin_that_would_break_a_stage_is_refused_when_it_registers(monkeypatch, facts, refusal):
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))
+    with pytest.raises(TaskTypeError, match=refusal):
+        registry.register(_plugin(**facts))
+    assert "YESNO" not in registry.type_names()
+    registry.register(_plugin())  # the same type without the fault registers
+    assert registry.task_type("yesno").name == "YESNO"
+
+
+def test_a_choose_gold_item_is_passed_by_choosing_a_caption_or_none():
+    choose, answers = task_type("CHOOSE"), pd.Series(["coco:cap:1", "none"])
+    values = choose.qc_values(np.full(2, np.nan), answers)
+    assert choose.passes_gold(values, answers, True, 3.0, 2.0).tolist() == [True, False]
+    assert choose.passes_gold(values, answers, False, 3.0, 2.0).tolist() == [False, True]
