@@ -323,7 +323,7 @@ def caption_image_examples(
 ) -> tuple[Example, ...]:
     """A caption–image type's two worked examples: an image with its own caption, then with another
     image's caption (each with its verdict), sides in the type's order; none of them a pair the round
-    asks about, images the round shows last.  None when the collection has no such pair."""
+    asks about, images the round shows last.  None (an empty tuple) when the collection has no such pair."""
     images = sorted(catalog.paths, key=lambda i: (i in asked_ids, i))
     captions_of = catalog.captions_by_image
 
