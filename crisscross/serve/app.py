@@ -42,7 +42,19 @@ from crisscross.core.io import is_uri
 from crisscross.formats.schema import DEFAULT_RULES, JudgmentRules
 from crisscross.serve import assets
 from crisscross.serve.examples import worked_examples
-from crisscross.serve.security import BodyLimit, RateLimiter, SecurityHeaders, confined, csrf_ok, csrf_token, image_root, same_origin
+from crisscross.serve.security import (
+    HEADERS,
+    HSTS,
+    BodyLimit,
+    RateLimiter,
+    SecurityHeaders,
+    confined,
+    csrf_ok,
+    csrf_token,
+    first_problem,
+    image_root,
+    same_origin,
+)
 from crisscross.tasktypes import task_type
 from crisscross.tasktypes.base import AnswerError, Example, ExampleSide, Option
 
@@ -54,19 +66,6 @@ MAX_ANSWERS = 1000
 MAX_TEXT = 256  # characters of a batch id, an answer or a token: longer is none of them
 NO_NUL = r"^[^\x00]*$"  # no text the app takes holds NUL: PostgreSQL cannot store it, and no id or answer has one
 POSITION_MAX = 2**31 - 1  # positions are int32 in the tasks table and INTEGER in the store: a larger number is no position
-_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    # same-origin, not no-referrer: under no-referrer browsers send "Origin: null" with the page's own
-    # POSTs, and sign-in checks Origin; the page loads nothing from elsewhere, so nothing leaves.
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
-HSTS = ("Strict-Transport-Security", "max-age=31536000")  # only when raters reach the app over https
 
 
 @dataclass(frozen=True)
@@ -273,7 +272,7 @@ def create_app(store: Store, round_: Round, config: AppConfig) -> SecurityHeader
 def guarded(api: FastAPI, config: AppConfig) -> SecurityHeaders:
     """``api`` behind the body limit, with the security headers on every response: the limit's
     413, the rate limit's 429 and a server error's 500 included."""
-    headers = {**_HEADERS, **dict([HSTS] if config.secure else [])}
+    headers = {**HEADERS, **dict([HSTS] if config.secure else [])}
     return SecurityHeaders(BodyLimit(api, config.max_request_bytes), headers)
 
 
@@ -289,7 +288,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
 
     @api.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _first_problem(error)}, status_code=422)
+        return JSONResponse({"detail": first_problem(error)}, status_code=422)
 
     @api.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Any]) -> Response:
@@ -444,14 +443,6 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         return _image_file(chosen.value, round_, "private, max-age=86400")
 
     return api
-
-
-def _first_problem(error: RequestValidationError) -> str:
-    """A malformed request's first problem as one line: where (``body.answers.0.score``) and what."""
-    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "malformed request"}
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    text = f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "malformed request"))
-    return " ".join(text.split())  # a key the client sent is part of ``where``: its line breaks do not split the line
 
 
 def _image_file(image_id: str, round_: Round, cache: str) -> Response:

@@ -8,7 +8,8 @@ import pytest
 
 from crisscross.annotate.store import Store
 from crisscross.formats.schema import JudgmentRules
-from crisscross.serve.app import _HEADERS, CSRF_HEADER
+from crisscross.serve.app import CSRF_HEADER
+from crisscross.serve.security import HEADERS
 from tests.serve.round import RoundFiles, browser, make_app
 from tests.serve.test_app import NOW, answers, signed_in
 
@@ -96,7 +97,7 @@ def test_numbers_and_ids_in_paths_are_bounded(store: Store, round_files: RoundFi
     client = signed_in(store, round_files)
     response = client.get(path)
     assert response.status_code == 422 and isinstance(response.json()["detail"], str)
-    assert all(response.headers[name] == value for name, value in _HEADERS.items())
+    assert all(response.headers[name] == value for name, value in HEADERS.items())
 
 
 def test_every_response_carries_the_security_headers(store: Store, round_files: RoundFiles, monkeypatch: pytest.MonkeyPatch):
@@ -123,7 +124,7 @@ def test_every_response_carries_the_security_headers(store: Store, round_files: 
     responses["500"] = fresh.get("/api/image/1/a?batch=sis-00001")
     assert {k: r.status_code for k, r in responses.items()} == {k: int(k) if k != "ok" else 200 for k in responses}
     for kind, response in responses.items():
-        missing = {name for name, value in _HEADERS.items() if response.headers.get(name) != value}
+        missing = {name for name, value in HEADERS.items() if response.headers.get(name) != value}
         assert not missing, (kind, missing)
 
 
