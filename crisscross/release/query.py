@@ -1,0 +1,302 @@
+"""A release as one queryable view of its labelled pairs, for ``crisscross browse``.
+
+People's and the simulated panel's pairs (``data/pairs.parquet``) and a triage's machine labels
+(``data/machine_labels/labels.parquet``) become one DuckDB table with who labelled each pair, so a
+page filters, sorts and counts them in one query however large the release (CxC's 267,095 pairs:
+milliseconds).  Every value a caller gives reaches SQL as a bound parameter; a sort is a key of
+:data:`SORTS`, never text put into the statement.  Caption texts and image file names come from the
+release's Karpathy-shaped ``dataset_coco_cxc.json`` where it has one; without it a caption is shown
+by its published id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crisscross.core.errors import InputError
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, published, split_id
+from crisscross.formats.manifest import DATA, INFO, is_release
+from crisscross.release.parts import MACHINE_LABELS
+
+PEOPLE, SIMULATED, MACHINE = "people", "simulated", "machine"
+LABELLED_BY = (PEOPLE, SIMULATED, MACHINE)
+KARPATHY = "dataset_coco_cxc.json"
+SORTS = {  # a page's sort key → the column it orders by (ties broken by ``key``, the release's own order)
+    "release": "key",
+    "score": "score",
+    "spread": "std",
+    "judgments": "n",
+    "type": "task_type",
+    "method": "sampling_method",
+}
+MAX_PAGE = 200
+_PAIR_COLUMNS = (
+    "key",
+    "round",
+    "split",
+    "task_type",
+    "item_id",
+    "id_a",
+    "id_b",
+    "published_a",
+    "published_b",
+    "sampling_method",
+    "score",
+    "label",
+    "n",
+    "std",
+    "positive",
+    "labelled_by",
+)
+_PAIRS_SCHEMA = pa.schema(
+    [
+        ("key", pa.int64()),
+        ("round", pa.int64()),
+        ("split", pa.string()),
+        ("task_type", pa.string()),
+        ("item_id", pa.string()),
+        ("id_a", pa.string()),
+        ("id_b", pa.string()),
+        ("published_a", pa.string()),
+        ("published_b", pa.string()),
+        ("sampling_method", pa.string()),
+        ("score", pa.float64()),
+        ("label", pa.string()),
+        ("n", pa.int64()),
+        ("std", pa.float64()),
+        ("positive", pa.bool_()),
+        ("labelled_by", pa.string()),
+    ]
+)
+_COCO = CocoIdScheme()
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a page asks for; ``None`` leaves a field unfiltered."""
+
+    task_type: str | None = None
+    split: str | None = None
+    method: str | None = None
+    labelled_by: str | None = None
+    positive: bool | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+    sort: str = "release"
+    descending: bool = False
+    offset: int = 0
+    limit: int = 50
+
+    def where(self) -> tuple[str, list[Any]]:
+        """The SQL condition and its parameters."""
+        terms: list[tuple[str, Any]] = [
+            ("task_type = ?", self.task_type),
+            ("split = ?", self.split),
+            ("sampling_method = ?", self.method),
+            ("labelled_by = ?", self.labelled_by),
+            ("positive = ?", self.positive),
+            ("score >= ?", self.score_min),
+            ("score <= ?", self.score_max),
+        ]
+        kept = [(sql, value) for sql, value in terms if value is not None]
+        return (" AND ".join(sql for sql, _ in kept) or "TRUE"), [value for _, value in kept]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a pair as a page shows it: an image (its id, to fetch) or a caption's text."""
+
+    kind: str  # IMAGE_KIND | CAPTION_KIND
+    id: str
+    published: str
+    text: str | None  # the caption's text; None for an image, or a caption the release has no text for
+
+
+class ReleaseView:
+    """A release folder's pairs, judgments and texts, loaded once into an in-process DuckDB."""
+
+    def __init__(self, path: str | Path) -> None:
+        import duckdb
+
+        root = Path(path)
+        if not is_release(root):
+            raise InputError(f"{root} is not a crisscross release folder (no {INFO} and SHA256SUMS): give a release's folder")
+        self.path = root
+        self.info: dict[str, Any] = json.loads((root / INFO).read_text(encoding="utf-8"))
+        self.texts, self.image_files = _karpathy(root / DATA / KARPATHY)
+        self._db = duckdb.connect(":memory:", config={"threads": 1})
+        pairs = labelled_pairs(root / DATA)
+        self._db.register("pairs_arrow", pairs)
+        self._db.execute("CREATE TABLE pairs AS SELECT * FROM pairs_arrow ORDER BY key")
+        self._db.unregister("pairs_arrow")
+        judgments = root / DATA / "judgments.parquet"
+        columns = "round, item_id, rater, score, answer, seconds, source, status, batch_id"
+        if judgments.is_file():
+            self._db.execute(f"CREATE TABLE judgments AS SELECT {columns} FROM read_parquet(?)", [str(judgments)])
+        else:
+            self._db.execute(
+                "CREATE TABLE judgments (round BIGINT, item_id VARCHAR, rater VARCHAR, score DOUBLE, answer VARCHAR, "
+                "seconds DOUBLE, source VARCHAR, status VARCHAR, batch_id VARCHAR)"
+            )
+        machine = root / DATA / MACHINE_LABELS / "labels.parquet"
+        self._machine = pq.read_table(machine).to_pandas().set_index(["task_type", "item_id"]) if machine.is_file() else None
+        self.total = self._one("SELECT count(*) FROM pairs")[0]
+
+    def _cursor(self) -> Any:
+        """A connection of this database for one request: DuckDB's are not shared between threads."""
+        return self._db.cursor()
+
+    def _one(self, sql: str, parameters: list[Any] | None = None) -> tuple[Any, ...]:
+        return self._cursor().execute(sql, parameters or []).fetchone()
+
+    def choices(self) -> dict[str, Any]:
+        """What a page's filters offer: the values present, with their pair counts, and the score range."""
+        cursor = self._cursor()
+
+        def counted(column: str) -> list[list[Any]]:
+            rows = cursor.execute(
+                f"SELECT {column}, count(*) FROM pairs WHERE {column} IS NOT NULL GROUP BY {column} ORDER BY {column}"
+            ).fetchall()
+            return [[value, count] for value, count in rows]
+
+        low, high = cursor.execute("SELECT min(score), max(score) FROM pairs").fetchone()
+        return {
+            "task_type": counted("task_type"),
+            "split": counted("split"),
+            "method": counted("sampling_method"),
+            "labelled_by": counted("labelled_by"),
+            "score": [low, high],
+            "pairs": self.total,
+        }
+
+    def page(self, filters: Filters) -> tuple[int, list[dict[str, Any]]]:
+        """The matching pairs' count and one page of them, each with both sides."""
+        if filters.sort not in SORTS:
+            raise InputError(f"sort {filters.sort!r} is none of {', '.join(SORTS)}")
+        where, parameters = filters.where()
+        cursor = self._cursor()
+        (total,) = cursor.execute(f"SELECT count(*) FROM pairs WHERE {where}", parameters).fetchone()
+        order = f"{SORTS[filters.sort]} {'DESC' if filters.descending else 'ASC'} NULLS LAST, key"
+        rows = cursor.execute(
+            f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+            [*parameters, min(filters.limit, MAX_PAGE), filters.offset],
+        ).fetchall()
+        return int(total), [self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True))) for row in rows]
+
+    def pair(self, key: int) -> dict[str, Any] | None:
+        """One pair with every judgment of it, the spread of its ratings or answers and, for a
+        machine label, the triage's cut, bound and signals; None when no pair has ``key``."""
+        cursor = self._cursor()
+        row = cursor.execute(f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE key = ?", [key]).fetchone()
+        if row is None:
+            return None
+        found = self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True)))
+        names = ["rater", "score", "answer", "seconds", "source", "status", "batch_id"]
+        judged = cursor.execute(
+            f"SELECT {', '.join(names)} FROM judgments WHERE round = ? AND item_id = ? ORDER BY rater, batch_id",
+            [found["round"], found["item_id"]],
+        ).fetchall()
+        found["judgments"] = [dict(zip(names, j, strict=True)) for j in judged]
+        found["spread"] = spread(found["judgments"])
+        found["machine"] = self._machine_label(found) if found["labelled_by"] == MACHINE else None
+        return found
+
+    def _machine_label(self, pair: Mapping[str, Any]) -> dict[str, Any]:
+        assert self._machine is not None  # a machine row comes from the machine table
+        label = self._machine.loc[(pair["task_type"], pair["item_id"])]
+        shown = {name: _plain(label[name]) for name in ("score", "expected_score", "cut", "bound", "audited", "reason")}
+        return {**shown, "signals": _signals(str(label["signals"]))}
+
+    def _shown(self, row: dict[str, Any]) -> dict[str, Any]:
+        row["sides"] = [self.side(row["id_a"], row["published_a"]).__dict__, self.side(row["id_b"], row["published_b"]).__dict__]
+        return row
+
+    def side(self, canonical: str, published_as: str) -> Side:
+        kind = split_id(canonical)[1]
+        return Side(kind, canonical, published_as, self.texts.get(canonical) if kind == CAPTION_KIND else None)
+
+    def image_files_of(self, canonical: str) -> tuple[str, ...]:
+        """Where an image the release pairs may lie, relative to the images folder, most likely
+        first; nothing for any other id, so no request names a file the release does not."""
+        if canonical in self.image_files:
+            return self.image_files[canonical]
+        if canonical.split(":")[1:2] != [IMAGE_KIND]:
+            return ()
+        known = self._one("SELECT count(*) FROM pairs WHERE id_a = ? OR id_b = ?", [canonical, canonical])[0]
+        return (published(canonical, IMAGE_KIND),) if known else ()
+
+
+def labelled_pairs(data: Path) -> pa.Table:
+    """People's, the panel's and the machine's pairs as one table in the release's order, each
+    numbered (``key``) and marked with who labelled it."""
+    parts = []
+    pairs_file = data / "pairs.parquet"
+    if pairs_file.is_file():
+        pairs = pq.read_table(pairs_file).to_pandas()
+        parts.append(
+            pairs.rename(columns={"agg_score": "score", "agg_label": "label"}).assign(
+                labelled_by=[SIMULATED if s else PEOPLE for s in pairs["simulated"]]
+            )
+        )
+    machine_file = data / MACHINE_LABELS / "labels.parquet"
+    if machine_file.is_file():
+        labels = pq.read_table(machine_file).to_pandas()
+        parts.append(
+            labels.assign(
+                published_a=[published(i, split_id(i)[1]) for i in labels["id_a"]],
+                published_b=[published(i, split_id(i)[1]) for i in labels["id_b"]],
+                score=None,  # the machine gives no 0–5 rating: its estimate stays in the pair's detail
+                labelled_by=MACHINE,
+            )
+        )
+    joined = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(_PAIR_COLUMNS))
+    joined = joined.assign(key=range(len(joined))).reindex(columns=list(_PAIR_COLUMNS))
+    return pa.Table.from_pandas(joined, schema=_PAIRS_SCHEMA, preserve_index=False)
+
+
+def spread(judgments: list[dict[str, Any]]) -> dict[str, Any]:
+    """How the kept judgments of a pair spread: scores by value, or answers by count (gold and
+    excluded raters' judgments are shown, not counted)."""
+    kept = [j for j in judgments if j["status"] == "kept"]
+    scores = sorted(j["score"] for j in kept if j["score"] is not None)
+    answers: dict[str, int] = {}
+    for j in kept:
+        if j["answer"] is not None:
+            answers[j["answer"]] = answers.get(j["answer"], 0) + 1
+    return {"kept": len(kept), "scores": scores, "answers": dict(sorted(answers.items()))}
+
+
+def _karpathy(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """Caption texts and image file names by canonical id, from a Karpathy-shaped file (a file
+    as named, then under its ``filepath``: a flat folder and COCO's own layout both work)."""
+    if not path.is_file():
+        return {}, {}
+    document = json.loads(path.read_text(encoding="utf-8"))
+    texts, files = {}, {}
+    for image in document.get("images", []):
+        files[_COCO.image(image["cocoid"])] = tuple(
+            dict.fromkeys([image["filename"], f"{image.get('filepath', '')}/{image['filename']}".lstrip("/")])
+        )
+        for sentence in image.get("sentences", []):
+            texts[_COCO.caption(sentence["sentid"])] = sentence.get("raw") or " ".join(sentence.get("tokens", []))
+    return texts, files
+
+
+def _signals(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value JSON takes."""
+    return value.item() if hasattr(value, "item") else value
