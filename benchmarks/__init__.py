@@ -20,3 +20,10 @@ def save_result(name: str, value: Any) -> Path:
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def cpu_model() -> str:
+    """The CPU's name as Linux reports it (``model name`` in /proc/cpuinfo)."""
+    with open("/proc/cpuinfo") as handle:
+        names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+    return names[0] if names else "unknown CPU"

@@ -25,6 +25,7 @@ BENCHMARKS: tuple[str, ...] = (
     "machine_triage",
     "adaptive_replication",
     "adaptive_campaign",
+    "browse_pages",
 )
 
 

@@ -70,7 +70,7 @@ import numpy as np
 import pyarrow as pa
 from threadpoolctl import threadpool_info
 
-from benchmarks import save_result
+from benchmarks import cpu_model, save_result
 from benchmarks.reference import (
     reference_bootstrap,
     reference_pmrp,
@@ -461,13 +461,6 @@ def reference_bison(data: Protocol) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def cpu_model() -> str:
-    """The CPU's name as Linux reports it (``model name`` in /proc/cpuinfo)."""
-    with open("/proc/cpuinfo") as handle:
-        names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-    return names[0] if names else "unknown CPU"
 
 
 def peak_rss_mb() -> float:

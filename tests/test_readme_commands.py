@@ -147,7 +147,7 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
 
     Run alongside other tests (and other people's runs): the release the Quickstart built is set aside
     (the README's release command builds a first one, as in a clone that never ran it), the rater app
-    takes a free port rather than the README's 8000, and the home folder, where the release keeps its
+    and the release browser take free ports rather than the README's, and the home folder, where the release keeps its
     salt file, is a new one."""
     root = tmp_path / "work"
     project = root / "main"
@@ -156,7 +156,7 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
     repro_out = (demo_repro / "repro.out").read_text()
     env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
-    servers, by_dvc, one_process = [], [], None
+    servers, by_dvc, browsed, one_process = [], [], [], None
     try:
         for command in readme_commands():
             if is_portable(command):
@@ -174,6 +174,12 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
                     servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
                     wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/signin", servers[-1])
                     continue
+                if args[1:2] == ["browse"]:  # the release browser runs until stopped, on a free port
+                    args[args.index("--port") + 1] = str(free_port())
+                    servers.append(subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env))
+                    wait_for(f"http://127.0.0.1:{args[args.index('--port') + 1]}/api/release", servers[-1])
+                    browsed.append(args[2])
+                    continue
                 run = subprocess.run(args, cwd=project, capture_output=True, text=True, check=False, env=env)
                 assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
                 if args[1:3] == ["serve", "add-rater"]:
@@ -189,6 +195,7 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
             server.terminate()
             server.wait(timeout=30)
     assert servers, "the README shows the rater app"
+    assert browsed == ["releases/demo-simulated"], "the README shows the release browser on the demo release"
     assert one_process is not None, "the README shows embed on two worker processes"
     # dvc.yaml runs the first round's commands as the README writes them; if the two drift apart, this test runs them itself
     assert {"ingest", "embed", "tasks", "annotate", "aggregate"} <= set(by_dvc), by_dvc

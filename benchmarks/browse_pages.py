@@ -1,0 +1,289 @@
+"""``crisscross browse`` on a release the size of CxC: the page's response times, p50 and p95.
+
+The release is real data: CxC's val and test files (267,095 published rows) replayed through
+``annotate`` (replay) and ``aggregate`` as two rounds and released with the Karpathy test split's
+items (the val split's ids from ``val5k_partial.jsonl``), so it holds 261,979 pairs (SIS's pairs
+rated in both orders are pooled) and 267,095 judgments.  ``--quick`` releases the test split alone.
+
+The browser runs as a user starts it (``crisscross browse RELEASE --images …`` in its own process)
+and is asked over HTTP, one request at a time, for:
+- the first page: ``/``, ``/api/release`` and the first 50 pairs, as the page asks for them;
+- a filter: 50 pairs of a task type / method / positive / score-range combination, sorted;
+- a pair: one pair with its judgments and their spread, at a seeded random key;
+- a thumbnail: an image of the Karpathy test photographs, first (decoded) and again (cached).
+
+The reference, in the same run, is what an evaluator writes without the page: pandas reading
+``pairs.parquet`` and taking the same filter's first 50 rows sorted (``read + filter``), and the
+filter alone on a frame already in memory (``filter in memory``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from benchmarks import cpu_model, save_result
+
+NAME = "browse_pages"
+SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"
+SALT = "browse-benchmark-salt-0001"  # pseudonyms only: the benchmark's release is thrown away
+FILTERS: tuple[dict[str, Any], ...] = (
+    {"task_type": "SITS", "positive": "yes", "score_min": 3.5, "sort": "score", "order": "desc"},
+    {"task_type": "STS", "method": "c2c_isim", "sort": "spread", "order": "desc"},
+    {"task_type": "SIS", "positive": "no", "score_max": 1.0},
+    {"method": "c2i_intrasim", "score_min": 2.0, "score_max": 3.0, "sort": "score"},
+    {"positive": "yes", "sort": "judgments", "order": "desc"},
+    {"split": "val", "task_type": "STS", "score_min": 4.5},
+)
+REQUESTS = 200  # per kind of request (``--quick``: 40)
+
+
+def run(args: argparse.Namespace) -> None:
+    splits = ("test",) if args.quick else ("test", "val")
+    repeats = 40 if args.quick else REQUESTS
+    with tempfile.TemporaryDirectory(prefix="crisscross-bench-") as tmp:
+        started = time.perf_counter()
+        release = build_release(Path(tmp), splits)
+        built = time.perf_counter() - started
+        page = measure_page(release, splits, repeats)
+        reference = measure_reference(release, splits, repeats)
+    machine = f"{cpu_model()}, {os.cpu_count()} cores"
+    print(f"release: {page['pairs']:,} pairs, {page['judgments']:,} judgments (built in {built:.0f} s); {machine}")
+    print(f"  start-up (process start → first answer): {page['startup']:.2f} s")
+    for kind in ("first_page", "filter", "pair", "thumbnail_cold", "thumbnail_warm"):
+        print(
+            f"  {kind:15s} p50 {page[kind]['p50'] * 1000:7.1f} ms   p95 {page[kind]['p95'] * 1000:7.1f} ms   ({page[kind]['n']} requests)"
+        )
+    for kind in ("read_filter", "filter_in_memory"):
+        print(f"  pandas {kind:17s} p50 {reference[kind]['p50'] * 1000:7.1f} ms   p95 {reference[kind]['p95'] * 1000:7.1f} ms")
+    ratios = {
+        "filter_vs_pandas_read_filter": page["filter"]["p50"] / reference["read_filter"]["p50"],
+        "filter_vs_pandas_in_memory": page["filter"]["p50"] / reference["filter_in_memory"]["p50"],
+    }
+    print(
+        f"  a filter over HTTP ÷ pandas read + filter: {ratios['filter_vs_pandas_read_filter']:.2f}; "
+        f"÷ pandas filter in memory: {ratios['filter_vs_pandas_in_memory']:.2f}"
+    )
+    path = save_result(
+        NAME, {"quick": args.quick, "machine": machine, "built_seconds": built, **page, "reference": reference, "ratios": ratios}
+    )
+    print(f"written to {path}")
+
+
+def build_release(root: Path, splits: tuple[str, ...]) -> Path:
+    """CxC's files of ``splits`` replayed as one round each and released with their items."""
+    import pandas as pd
+
+    from crisscross.annotate.providers import load_cxc_release
+    from crisscross.core import io as cio
+    from crisscross.pipelines import aggregate, annotate, ingest
+    from crisscross.pipelines import release as release_command
+    from crisscross.release.merge import karpathy_document
+
+    for split in splits:
+        folder = root / split
+        cio.write_parquet(str(folder / "tasks" / "tasks.parquet"), load_cxc_release(SHARED_DATA / "cxc", split).items)
+        params = folder / "params.json"
+        params.write_text(json.dumps({"annotate": {"source": "replay", "replay_split": split}}))
+        flags = ["--params", str(params)]
+        annotate.main(
+            ["--in", str(folder / "tasks"), "--judgments", f"cxc:{SHARED_DATA / 'cxc'}", "--out", str(folder / "judgments"), *flags]
+        )
+        aggregate.main(["--in", str(folder / "judgments"), "--tasks", str(folder / "tasks"), "--out", str(folder / "rated"), *flags])
+    params = root / "params.json"
+    params.write_text(json.dumps({"ingest": {"reader": "coco-karpathy-jsonl", "reader_options": {"split": "test"}}}))
+    items = root / "items"
+    ingest.main(
+        ["--in", str(SHARED_DATA / "coco-karpathy" / "test5k.jsonl"), "--images", str(PHOTOS), "--out", str(items), "--params", str(params)]
+    )
+    images, captions = pd.read_parquet(items / "images.parquet"), pd.read_parquet(items / "captions.parquet")
+    if "val" in splits:  # val's ids, for the release's splits; its texts where the partial file has them
+        images, captions = with_val_items(images, captions)
+        images.to_parquet(items / "images.parquet", index=False)
+        captions.to_parquet(items / "captions.parquet", index=False)
+    karpathy = root / "dataset_coco.json"
+    karpathy.write_text(json.dumps(karpathy_document(images, captions)))
+    out = root / "cxc"
+    os.environ["CRISSCROSS_RELEASE_SALT"] = SALT
+    release_command.main(
+        [
+            "--rated",
+            ",".join(str(root / s / "rated") for s in splits),
+            "--judgments",
+            ",".join(str(root / s / "judgments") for s in splits),
+            "--items",
+            str(items),
+            "--karpathy",
+            str(karpathy),
+            "--out",
+            str(out),
+            "--params",
+            str(params),
+        ]
+    )
+    return out
+
+
+def with_val_items(images: Any, captions: Any) -> tuple[Any, Any]:
+    """The test split's items and the val split's, read from ``val5k_partial.jsonl`` (ids, files, texts where known)."""
+    import pandas as pd
+
+    val = pd.read_json(SHARED_DATA / "coco-karpathy" / "val5k_partial.jsonl", lines=True)
+    first = val.drop_duplicates("image_id")
+    val_images = pd.DataFrame(
+        {
+            "image_id": "coco:img:" + first["image_id"].astype(str),
+            "file_name": first["file_name"],
+            "split": "val",
+            "path": "",
+            "pixels": "missing",
+            "width": 0,
+            "height": 0,
+            "n_captions": first["image_id"].map(val.groupby("image_id").size()),
+            "source": "val5k_partial.jsonl",
+        }
+    ).astype(images.dtypes.to_dict())
+    val_captions = pd.DataFrame(
+        {
+            "caption_id": "coco:cap:" + val["caption_id"].astype(str),
+            "image_id": "coco:img:" + val["image_id"].astype(str),
+            "text": val["caption_tok"].fillna(""),
+            "split": "val",
+            "source": "val5k_partial.jsonl",
+        }
+    )
+    return pd.concat([images, val_images], ignore_index=True), pd.concat([captions, val_captions], ignore_index=True)
+
+
+def filters_of(splits: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The filters a release of ``splits`` can answer (the page refuses a split it does not hold)."""
+    return [f for f in FILTERS if f.get("split", splits[0]) in splits]
+
+
+def cycle(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    return [items[i % len(items)] for i in range(n)]
+
+
+def first(connection: http.client.HTTPConnection) -> None:
+    """What the page asks for when it opens."""
+    for url in ("/", "/api/release", "/api/pairs?limit=50"):
+        get(connection, url, raw=True)
+
+
+def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[str, Any]:
+    """The browser in its own process, asked over HTTP one request at a time."""
+    import pyarrow.parquet as pq
+
+    port = free_port()
+    command = [sys.executable, "-m", "crisscross.pipelines.cli", "browse", str(release), "--images", str(PHOTOS), "--port", str(port)]
+    started = time.perf_counter()
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        connection = wait_for(port, server)
+        startup = time.perf_counter() - started
+        rng = random.Random(0)
+        total = int(get(connection, "/api/release")["choices"]["pairs"])
+        first_page = [timed(first, connection) for _ in range(repeats)]
+        filters = [timed(get, connection, "/api/pairs?" + urlencode({**f, "limit": 50})) for f in cycle(filters_of(splits), repeats)]
+        pairs = [timed(get, connection, f"/api/pairs/{rng.randrange(total)}") for _ in range(repeats)]
+        photos = sorted(p.name for p in PHOTOS.glob("*.jpg"))[:repeats]
+        images = ["/api/image?" + urlencode({"id": f"coco:img:{int(name.rsplit('_', 1)[1].split('.')[0])}"}) for name in photos]
+        cold = [timed(get, connection, url, True) for url in images]
+        warm = [timed(get, connection, url, True) for url in images]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    data = release / "data"
+    return {
+        "pairs": total,
+        "judgments": pq.read_metadata(data / "judgments.parquet").num_rows,
+        "startup": startup,
+        "first_page": percentiles(first_page),
+        "filter": percentiles(filters),
+        "pair": percentiles(pairs),
+        "thumbnail_cold": percentiles(cold),
+        "thumbnail_warm": percentiles(warm),
+    }
+
+
+def measure_reference(release: Path, splits: tuple[str, ...], repeats: int) -> dict[str, Any]:
+    """pandas on the release's ``pairs.parquet``: the same filters' first 50 rows, read and filtered, and filtered in memory."""
+    import pandas as pd
+
+    path = release / "data" / "pairs.parquet"
+    frame = pd.read_parquet(path)
+    asked = cycle(filters_of(splits), repeats)
+    read_filter = [timed(lambda f: pandas_page(pd.read_parquet(path), f), f) for f in asked]
+    in_memory = [timed(pandas_page, frame, f) for f in asked]
+    return {"read_filter": percentiles(read_filter), "filter_in_memory": percentiles(in_memory)}
+
+
+def pandas_page(frame: Any, query: dict[str, Any]) -> Any:
+    keep = frame["task_type"].notna()
+    for key, column in (("task_type", "task_type"), ("method", "sampling_method"), ("split", "split")):
+        if key in query:
+            keep &= frame[column] == query[key]
+    if "positive" in query:
+        keep &= frame["positive"] == (query["positive"] == "yes")
+    if "score_min" in query:
+        keep &= frame["agg_score"] >= query["score_min"]
+    if "score_max" in query:
+        keep &= frame["agg_score"] <= query["score_max"]
+    column = {"score": "agg_score", "spread": "std", "judgments": "n"}.get(query.get("sort", ""))
+    chosen = frame[keep]
+    if column is not None:
+        chosen = chosen.sort_values(column, ascending=query.get("order") != "desc", kind="stable")
+    return len(chosen), chosen.head(50)
+
+
+def get(connection: http.client.HTTPConnection, url: str, raw: bool = False) -> Any:
+    connection.request("GET", url)
+    response = connection.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise RuntimeError(f"{url}: {response.status} {body[:200]!r}")
+    return body if raw else json.loads(body)
+
+
+def wait_for(port: int, server: subprocess.Popen, seconds: float = 120.0) -> http.client.HTTPConnection:
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"crisscross browse exited: {server.stderr.read().decode()[-2000:] if server.stderr else ''}")
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            get(connection, "/api/release")
+            return connection
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"crisscross browse did not answer within {seconds:.0f} s")
+
+
+def timed(call: Any, *args: Any) -> float:
+    started = time.perf_counter()
+    call(*args)
+    return time.perf_counter() - started
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(seconds)
+    return {"n": len(ordered), "p50": statistics.median(ordered), "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
