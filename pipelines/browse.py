@@ -17,7 +17,7 @@ from crisscross.core.errors import InputError
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.serve import MissingExtra
 
-STAGE = Stage(name="browse", order=190, description="a release → a local page: its pairs, filtered and sorted, each with its judgments")
+STAGE = Stage(name="browse", order=240, description="a release → a local page: its pairs, filtered and sorted, each with its judgments")
 
 
 def parser() -> argparse.ArgumentParser:

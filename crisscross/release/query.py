@@ -213,7 +213,7 @@ class ReleaseView:
         assert self._machine is not None  # a machine row comes from the machine table
         label = self._machine.loc[(pair["task_type"], pair["item_id"])]
         shown = {name: _plain(label[name]) for name in ("score", "expected_score", "cut", "bound", "audited", "reason")}
-        return {**shown, "signals": _signals(str(label["signals"]))}
+        return {**shown, "signals": [s for s in str(label["signals"]).split(",") if s]}  # the triage's signal names, comma-joined
 
     def _shown(self, row: dict[str, Any]) -> dict[str, Any]:
         row["sides"] = [self.side(row["id_a"], row["published_a"]).__dict__, self.side(row["id_b"], row["published_b"]).__dict__]
@@ -288,13 +288,6 @@ def _karpathy(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
         for sentence in image.get("sentences", []):
             texts[_COCO.caption(sentence["sentid"])] = sentence.get("raw") or " ".join(sentence.get("tokens", []))
     return texts, files
-
-
-def _signals(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _plain(value: Any) -> Any:

@@ -218,7 +218,7 @@ BROWSE_JS = r""""use strict";
       section.appendChild(el("h3", "Machine label"));
       const m = pair.machine;
       table(section, ["", ""], [["score", m.score], ["cut", m.cut], ["error bound", m.bound], ["audited pairs", m.audited],
-        ["expected 0–5 score", m.expected_score], ["reason", m.reason], ["signals", JSON.stringify(m.signals)]])
+        ["expected 0–5 score", m.expected_score], ["reason", m.reason], ["signals", m.signals.join(", ")]])
         .setAttribute("id", "machine");
     }
     section.hidden = false;

@@ -19,6 +19,7 @@ from crisscross.formats.manifest import verify
 from crisscross.pipelines import release as command
 from crisscross.pipelines.cli import main as cli
 from crisscross.release.croissant import validate
+from crisscross.release.query import MACHINE, MAX_PAGE, Filters, ReleaseView
 
 PROJECT = Path(__file__).resolve().parents[2]
 SALT = "labels-release-salt-0123456789"
@@ -229,6 +230,35 @@ def test_machine_labels_are_a_part_apart_counted_on_the_card(build: Path, triage
     assert croissant["rai:machineAnnotationTools"] and "calibrated machine" in croissant["rai:dataAnnotationPlatform"]
     assert validate(out / "croissant.json")["machine_labels_labels"] == len(machine)
     assert verify(out)["rows"] >= len(machine) and report["counts"]["data/machine_labels/labels.csv"] == len(machine)
+
+
+def test_the_browser_view_shows_machine_labels_beside_the_panels_pairs(
+    build: Path, triaged: tuple[Path, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """``crisscross browse``'s view of a release with machine labels: each is a pair labelled by
+    the machine, with no 0–5 score and no judgments, and opens with its certified cut and signals."""
+    triage, people = triaged
+    out = tmp_path / "demo-simulated"
+    release(build, out, people, "--machine-labels", str(triage))
+    machine = pq.read_table(triage / "machine_labels.parquet").to_pandas().set_index("item_id")
+    pairs = pq.read_table(out / "data" / "pairs.parquet").to_pandas()
+    view = ReleaseView(out)
+    assert dict(map(tuple, view.choices()["labelled_by"])) == {MACHINE: len(machine), "simulated": len(pairs)}
+    total, rows = view.page(Filters(labelled_by=MACHINE, positive=False, limit=MAX_PAGE))
+    assert total == int((~machine["positive"]).sum()) > 0  # the demo's triage certifies negatives only
+    assert all(r["score"] is None and not r["positive"] for r in rows)
+    opened = view.pair(rows[0]["key"])
+    assert opened is not None and opened["judgments"] == [] and opened["spread"]["kept"] == 0
+    label = machine.loc[opened["item_id"]]
+    assert {k: opened["machine"][k] for k in ("cut", "bound", "audited", "reason")} == {
+        "cut": label["cut"],
+        "bound": label["bound"],
+        "audited": label["audited"],
+        "reason": label["reason"],
+    }
+    assert opened["machine"]["signals"] == label["signals"].split(",") and opened["machine"]["signals"]
+    sides = [s["id"] for s in opened["sides"]]
+    assert sides == [label["id_a"], label["id_b"]]
 
 
 def test_adding_machine_labels_is_a_minor_release(build: Path, triaged: tuple[Path, tuple[Path, Path]], tmp_path: Path) -> None:

@@ -231,3 +231,16 @@ def test_the_page_filters_pages_and_opens_a_pair_in_chromium(
         context.close()
     shot = Image.open(shots / "browse.png")
     assert shot.format == "PNG" and shot.size == (1400, 1000) and len(set(shot.convert("L").getdata())) > 50
+
+
+def test_a_folder_that_is_no_release_or_no_images_folder_is_one_line_and_exit_2(
+    release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crisscross.pipelines.cli import main as cli
+
+    assert cli(["browse", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"{tmp_path} is not a crisscross release folder" in error
+    assert cli(["browse", str(release), "--images", str(tmp_path / "nowhere")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "--images" in error and "no such folder" in error
