@@ -38,24 +38,6 @@ SORTS = {  # a page's sort key → the column it orders by (ties broken by ``key
     "method": "sampling_method",
 }
 MAX_PAGE = 200
-_PAIR_COLUMNS = (
-    "key",
-    "round",
-    "split",
-    "task_type",
-    "item_id",
-    "id_a",
-    "id_b",
-    "published_a",
-    "published_b",
-    "sampling_method",
-    "score",
-    "label",
-    "n",
-    "std",
-    "positive",
-    "labelled_by",
-)
 _PAIRS_SCHEMA = pa.schema(
     [
         ("key", pa.int64()),
@@ -74,6 +56,20 @@ _PAIRS_SCHEMA = pa.schema(
         ("std", pa.float64()),
         ("positive", pa.bool_()),
         ("labelled_by", pa.string()),
+    ]
+)
+_PAIR_COLUMNS = tuple(_PAIRS_SCHEMA.names)
+_JUDGMENTS_SCHEMA = pa.schema(  # what a pair's detail shows of each judgment, and what finds them
+    [
+        ("round", pa.int64()),
+        ("item_id", pa.string()),
+        ("rater", pa.string()),
+        ("score", pa.float64()),
+        ("answer", pa.string()),
+        ("seconds", pa.float64()),
+        ("source", pa.string()),
+        ("status", pa.string()),
+        ("batch_id", pa.string()),
     ]
 )
 _COCO = CocoIdScheme()
@@ -133,19 +129,17 @@ class ReleaseView:
         self.info: dict[str, Any] = json.loads((root / INFO).read_text(encoding="utf-8"))
         self.texts, self.image_files = _karpathy(root / DATA / KARPATHY)
         self._db = duckdb.connect(":memory:", config={"threads": 1})
-        pairs = labelled_pairs(root / DATA)
-        self._db.register("pairs_arrow", pairs)
-        self._db.execute("CREATE TABLE pairs AS SELECT * FROM pairs_arrow ORDER BY key")
-        self._db.unregister("pairs_arrow")
         judgments = root / DATA / "judgments.parquet"
-        columns = "round, item_id, rater, score, answer, seconds, source, status, batch_id"
-        if judgments.is_file():
-            self._db.execute(f"CREATE TABLE judgments AS SELECT {columns} FROM read_parquet(?)", [str(judgments)])
-        else:
-            self._db.execute(
-                "CREATE TABLE judgments (round BIGINT, item_id VARCHAR, rater VARCHAR, score DOUBLE, answer VARCHAR, "
-                "seconds DOUBLE, source VARCHAR, status VARCHAR, batch_id VARCHAR)"
-            )
+        tables = {
+            "pairs": labelled_pairs(root / DATA),
+            "judgments": pq.read_table(judgments, columns=_JUDGMENTS_SCHEMA.names).cast(_JUDGMENTS_SCHEMA)
+            if judgments.is_file()
+            else _JUDGMENTS_SCHEMA.empty_table(),
+        }
+        for name, table in tables.items():
+            self._db.register("arrow", table)
+            self._db.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
+            self._db.unregister("arrow")
         machine = root / DATA / MACHINE_LABELS / "labels.parquet"
         self._machine = pq.read_table(machine).to_pandas().set_index(["task_type", "item_id"]) if machine.is_file() else None
         self.total = self._one("SELECT count(*) FROM pairs")[0]
@@ -199,7 +193,7 @@ class ReleaseView:
         if row is None:
             return None
         found = self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True)))
-        names = ["rater", "score", "answer", "seconds", "source", "status", "batch_id"]
+        names = _JUDGMENTS_SCHEMA.names[2:]  # a judgment's own fields, after its pair's round and item
         judged = cursor.execute(
             f"SELECT {', '.join(names)} FROM judgments WHERE round = ? AND item_id = ? ORDER BY rater, batch_id",
             [found["round"], found["item_id"]],
