@@ -397,7 +397,11 @@ OPERATOR_CSS = """main.wide{max-width:76rem}
 .figures dt{font-size:.8rem;color:#5a6472}.figures dd{margin:0;font-size:1.4rem;font-weight:600}
 .scroll{overflow-x:auto}
 table{width:100%;border-collapse:collapse;font-size:.92rem}
-th,td{padding:.35rem .5rem;border-bottom:1px solid #e4e7ec;text-align:left;vertical-align:top}
+th,td{padding:.35rem .5rem;border-bottom:1px solid #e4e7ec;text-align:left;vertical-align:top;overflow-wrap:normal}
+tbody th{font-size:inherit;color:inherit;white-space:nowrap}
+td[data-field=type]{white-space:nowrap}
+td.verdict{overflow-wrap:anywhere}
+#error:empty{display:none}
 th{font-size:.8rem;color:#5a6472;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td progress{width:100%;min-width:5rem;height:.7rem}
@@ -473,8 +477,11 @@ OPERATOR_JS = """"use strict";
   }
 
   function pace(view) {
-    const most = Math.max(1, ...view.pace.hours.map((h) => h.judgments));
-    const rows = view.pace.hours.map((h) => el("tr", {"data-hour": h.hour}, [
+    // the clock hours since the first judgment's (ISO times of one form compare as text)
+    const first = view.pace.first === null ? null : view.pace.first.slice(0, 13);
+    const hours = view.pace.hours.filter((h) => first !== null && h.hour.slice(0, 13) >= first);
+    const most = Math.max(1, ...hours.map((h) => h.judgments));
+    const rows = hours.map((h) => el("tr", {"data-hour": h.hour}, [
       el("th", {scope: "row", text: clock(h.hour)}),
       cell("count", int(h.judgments), true),
       el("td", {}, [el("progress", {max: String(most), value: String(h.judgments)})]),
@@ -486,7 +493,7 @@ OPERATOR_JS = """"use strict";
         " an hour since the first judgment",
         view.pace.first === null ? "" : " (" + view.pace.first.slice(0, 16).replace("T", " ") + " UTC).",
       ]),
-      table(["hour started", "judgments", ""], rows, [1]),
+      rows.length ? table(["hour started", "judgments", ""], rows, [1]) : null,
     ]);
   }
 
