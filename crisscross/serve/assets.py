@@ -405,7 +405,7 @@ td.verdict{overflow-wrap:anywhere}
 th{font-size:.8rem;color:#5a6472;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td progress{width:100%;min-width:5rem;height:.7rem}
-tr.excluded td{background:#fdf0f0}
+tr.excluded th,tr.excluded td{background:#fdf0f0}
 .verdict.excluded{color:#a1121b;font-weight:600}
 .note{color:#5a6472;font-size:.88rem;margin:.5rem 0 0}
 ol.closures{margin:.5rem 0 0;padding-left:1.2rem;font-size:.88rem}
