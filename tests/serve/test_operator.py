@@ -317,3 +317,16 @@ def test_the_app_takes_the_campaign_inputs_from_its_flags(round_files: RoundFile
     figures = client.get(CAMPAIGN).json()
     assert figures["replicas"] == 3 and figures["budget"]["types"][0]["task_type"] == "SIS"  # the plan's ceiling and budget
     assert cli.main([*argv, "--triage", str(tmp_path / "none")]) == 2  # no triage output there: one line, exit 2
+
+
+def test_the_readme_shows_the_operator_page_and_how_to_redraw_it():
+    from PIL import Image
+
+    from tests.conftest import PROJECT
+
+    readme = (PROJECT / "README.md").read_text()
+    section = readme.split("### A running campaign: the operator page", 1)[1].split("\n## ", 1)[0]
+    assert "crisscross serve add-operator" in section and "](docs/see-it/operator.png)" in section
+    assert "CRISSCROSS_SEE_IT=docs/see-it" in section and "tests/serve/test_operator_browser.py" in section
+    with Image.open(PROJECT / "docs" / "see-it" / "operator.png") as picture:
+        assert picture.format == "PNG" and picture.size[0] == 1280 and picture.size[1] > 900

@@ -205,6 +205,9 @@ def test_the_operator_page_shows_the_demo_campaign_as_the_store_holds_it(
     page.goto(f"{campaign.url}/operator/signin#token={token}")
     page.wait_for_selector("#campaign[data-updated]")
     assert token not in page.url and page.url.endswith("/operator")
+    reloaded = page.reload()
+    assert reloaded.status == 200 and reloaded.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self'")
+    page.wait_for_selector("#campaign[data-updated]")
     check_against_the_store(page, campaign.store, demo_round)
     verdict = text(page, "#raters tr[data-rater=eve] [data-field=verdict]")
     assert verdict.startswith("excluded: ") and "straight-lining 1.00 of judgments on one value > 0.9" in verdict
