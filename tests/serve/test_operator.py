@@ -330,3 +330,15 @@ def test_the_readme_shows_the_operator_page_and_how_to_redraw_it():
     assert "CRISSCROSS_SEE_IT=docs/see-it" in section and "tests/serve/test_operator_browser.py" in section
     with Image.open(PROJECT / "docs" / "see-it" / "operator.png") as picture:
         assert picture.format == "PNG" and picture.size[0] == 1280 and picture.size[1] > 900
+
+
+def test_a_type_the_plan_names_but_the_round_does_not_load_shows_nothing_done():
+    from crisscross.annotate.store import TypeProgress
+    from crisscross.campaign.monitor import STORE_JUDGMENT_COLUMNS, progress_rows
+
+    loaded = [TypeProgress("STS", 2, 0, 0, 2, 0, items=3, closed=0, saved=0)]
+    rows = progress_rows(loaded, pd.DataFrame(columns=list(STORE_JUDGMENT_COLUMNS)), {}, [], 5, PLAN)
+    assert [(r["task_type"], r["against"], r["batches"], r["items_planned"], r["items_done"]) for r in rows] == [
+        ("STS", "plan", 2, 10, 0),
+        ("SIS", "plan", 0, 4, 0),  # planned, not loaded into this database
+    ]
