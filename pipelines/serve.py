@@ -1,20 +1,25 @@
 """``crisscross serve``: the rater app over a round's tasks, and its operator commands.
 
-``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--root DIR] [--plan DIR] [--url URL] [--workers N] [--host H] [--port N]``
+``crisscross serve --tasks DIR --db DB [--items DIR] [--images DIR] [--root DIR] [--plan DIR] [--triage DIR] [--url URL] [--workers N] [--host H] [--port N]``
     loads the round's tasks into the database (a SQLite file, or a ``postgresql://`` URL) and
-    serves the rater page on 127.0.0.1 unless told otherwise, in ``--workers`` processes (each
-    builds the app from the same flags; they share the database, so sessions and assignments hold
-    across them; the rate limits count per process);
+    serves the rater page, and the operator page at ``/operator``, on 127.0.0.1 unless told
+    otherwise, in ``--workers`` processes (each builds the app from the same flags; they share the
+    database, so sessions and assignments hold across them; the rate limits count per process);
 ``crisscross serve add-rater NAME --db DB [--url URL] [--new-token]``
     prints a rater's sign-in link (the token is shown once; the database keeps its hash);
-``crisscross serve status --db DB``
-    progress per task type (batches done / assigned / open, items closed early and the judgments
-    that saved) and per rater (judgments, gold accuracy).
+``crisscross serve add-operator NAME --db DB [--url URL] [--new-token]``
+    prints an operator's sign-in link to the operator page, likewise;
+``crisscross serve status --db DB [--plan DIR] [--triage DIR]``
+    what the operator page shows, as text (:mod:`crisscross.campaign.monitor`): progress per task
+    type (batches done / assigned / open, against the plan, items closed early and the judgments
+    that saved) and per rater (judgments, gold accuracy, the QC rules' verdict).
 
 ``replicas`` (raters per batch) is the tasks stage's own param (``tasks.replicas``, with
 ``--round`` laid over it); under adaptive replication (``annotate.replication``, likewise laid
 over) it is a ceiling, and ``--plan`` (a plan stage output) gives the pilot's rater spread for the
-types params leave out.  The app's limits and session times are the ``serve`` section (:class:`ServeSettings`); what a judgment
+types params leave out, and the items, replicas and budget progress is counted against.
+``--triage`` (a triage stage output) gives the machine's share; the QC rules raters are judged by
+are ``aggregate.rules``.  The app's limits and session times are the ``serve`` section (:class:`ServeSettings`); what a judgment
 may hold (``annotate.max_seconds_per_item``) is the ``annotate`` section's, as import checks it.
 ``annotate`` reads the judgments back with ``source: import`` and ``format: store``.
 """
@@ -29,16 +34,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
-from crisscross.aggregate.quality import rater_report
+from crisscross.aggregate.quality import QualityRules
+from crisscross.aggregate.round import RoundSettings
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
 from crisscross.annotate.store import SessionPolicy, Store, open_store, redact
+from crisscross.campaign.monitor import CampaignInputs, campaign_report, machine_share
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
 from crisscross.core.errors import InputError, UserError
 from crisscross.core.settings import setting
+from crisscross.formats.plan import read_plan
 from crisscross.formats.schema import JudgmentRules
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
 from crisscross.pipelines.registry import Stage
@@ -46,7 +52,7 @@ from crisscross.pipelines.stage import load_params, require
 from crisscross.serve.security import origin_of
 
 STAGE = Stage(
-    name="serve", order=170, description="tasks → the rater app (CxC / ECCV interfaces, judgments in a database); add-rater, status"
+    name="serve", order=170, description="tasks → the rater app (CxC / ECCV interfaces, an operator page); add-rater, add-operator, status"
 )
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -78,12 +84,26 @@ class ServeParams:
     seed: int  # base.seed: VERIFY-TRIPLE's image order, as exported
     replication: ReplicationSettings
     rules: JudgmentRules
+    quality: QualityRules  # aggregate.rules: the QC verdicts the operator sees
 
 
 def _settings(params: str | None, round_name: str | None, plan: str | None = None) -> ServeParams:
     serve, seed = load_params(params, STAGE.name, ServeSettings)
     annotate, _ = load_params(params, "annotate", AnnotateSettings, round_name)
-    return ServeParams(serve, ceiling_of(params, round_name, plan), seed, replication_of(annotate, plan), annotate.rules)
+    aggregate, _ = load_params(params, "aggregate", RoundSettings, round_name)
+    return ServeParams(serve, ceiling_of(params, round_name, plan), seed, replication_of(annotate, plan), annotate.rules, aggregate.rules)
+
+
+def _campaign(flags: argparse.Namespace, settings: ServeParams) -> CampaignInputs:
+    """What the operator's figures read besides the store: the plan, the triage's share, the QC rules."""
+    plan = read_plan(flags.plan) if flags.plan else None
+    if not flags.triage:
+        return CampaignInputs(plan, None, settings.quality)
+    decisions = io.read_parquet(require(io.join(flags.triage, "decisions.parquet"), "triage")).to_pandas()
+    try:
+        return CampaignInputs(plan, machine_share(decisions), settings.quality)
+    except ValueError as error:
+        raise InputError(f"--triage {flags.triage}: {error}") from None
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +113,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--round", default=None, help="an annotation round: rounds.<round>.tasks and .annotate are laid over 'tasks' and 'annotate'"
     )
     parser.add_argument(
-        "--plan", default=None, help="a plan output the round follows: its raters per item (the ceiling) and its pilot's rater spread"
+        "--plan",
+        default=None,
+        help="a plan output the round follows: its raters per item (the ceiling), its pilot's rater spread, the items and budget "
+        "progress is counted against",
+    )
+    parser.add_argument(
+        "--triage", default=None, help="the triage output the round's tasks came from: the machine's share the operator page shows"
     )
 
 
@@ -151,6 +177,7 @@ def _app(flags: argparse.Namespace, load: bool) -> Any:
         rules=settings.rules,
         sessions=SessionPolicy(settings.serve.session_idle_timeout, settings.serve.session_lifetime),
         public_url=flags.url,
+        campaign=_campaign(flags, settings),
     )
     round_ = Round.of(tasks, catalog, flags.images, settings.seed)
     absent = round_.absent_images()
@@ -180,11 +207,13 @@ def run_server(argv: list[str]) -> None:
     except ImportError as error:
         raise MissingExtra(f"crisscross serve needs the serve extra: pip install -c constraints.txt -e '.[serve]' ({error})") from error
     app = _app(flags, load=True)  # every check, and the tasks loaded once, before any worker starts
+    address = flags.url.rstrip("/") if flags.url else f"http://{flags.host}:{flags.port}"
     print(
-        f"  rater page: {flags.url or f'http://{flags.host}:{flags.port}'}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})"
+        f"  rater page: {address}/  (links: crisscross serve add-rater NAME --db {redact(flags.db)})"
         + (f"; {flags.workers} worker processes" if flags.workers > 1 else ""),
         flush=True,
     )
+    print(f"  operator page: {address}/operator  (links: crisscross serve add-operator NAME --db {redact(flags.db)})", flush=True)
     if flags.workers == 1:
         uvicorn.run(app, host=flags.host, port=flags.port, log_level="warning", server_header=False)
         return
@@ -200,17 +229,28 @@ def run_server(argv: list[str]) -> None:
     )
 
 
-def add_rater(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="crisscross serve add-rater", description="Create a rater and print their sign-in link.")
-    parser.add_argument("name", help="the rater's name (their worker id in the judgments)")
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"the app's address as raters reach it (default {DEFAULT_URL})")
-    parser.add_argument("--new-token", action="store_true", help="replace an existing rater's token (their old link stops working)")
+def _add_person(argv: list[str], role: str, page: str, add: Callable[[Store, str, float, bool], str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog=f"crisscross serve add-{role}", description=f"Create the {role} NAME and print their sign-in link."
+    )
+    parser.add_argument("name", help=f"the {role}'s name" + (" (their worker id in the judgments)" if role == "rater" else ""))
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"the app's address as they reach it (default {DEFAULT_URL})")
+    parser.add_argument("--new-token", action="store_true", help=f"replace an existing {role}'s token (their old link stops working)")
     _common(parser)
     flags = parser.parse_args(argv)
     store = Store(flags.db)
     store.init()
-    token = store.add_rater(flags.name, time.time(), replace=flags.new_token)
-    print(f"{flags.url.rstrip('/')}/signin#token={token}")
+    token = add(store, flags.name, time.time(), flags.new_token)
+    print(f"{flags.url.rstrip('/')}{page}#token={token}")
+
+
+def add_rater(argv: list[str]) -> None:
+    _add_person(argv, "rater", "/signin", Store.add_rater)
+
+
+def add_operator(argv: list[str]) -> None:
+    """An operator signs in to the operator page only: they watch the campaign and never rate."""
+    _add_person(argv, "operator", "/operator/signin", Store.add_operator)
 
 
 def status(argv: list[str]) -> dict[str, Any]:
@@ -220,43 +260,44 @@ def status(argv: list[str]) -> dict[str, Any]:
     settings = _settings(flags.params, flags.round, flags.plan)
     replicas, replication = settings.replicas, settings.replication
     store = open_store(flags.db)
-    progress = store.progress(replicas, time.time(), settings.serve.assignment_timeout)
-    raters = rater_table(store.judgments(), store.gold())
+    report = campaign_report(store, time.time(), replicas, settings.serve.assignment_timeout, replication, _campaign(flags, settings))
     lines = [f"{redact(flags.db)}: {_raters(replicas, replication)} per batch"]
-    for p in progress:
+    for p in report["progress"]:
         lines.append(
-            f"  {p.task_type}: {p.done} done / {p.assigned} assigned / {p.open} open of {p.batches} batches; {p.judgments} judgments"
+            f"  {p['task_type']}: {p['done']} done / {p['assigned']} assigned / {p['open']} open of {p['batches']} batches; "
+            f"{p['judgments']} judgments"
         )
-        if p.closed or replication.rule != FIXED:
+        if p["against"] == "plan":
             lines.append(
-                f"    {p.closed} of {p.items} items closed early: {p.saved} of {p.items * replicas} judgments saved against the ceiling"
+                f"    against the plan: {p['items_done']:,} of {p['items_planned']:,} items done, "
+                f"{p['judgments_rated']:,} of {p['judgments_planned']:,} judgments"
             )
-    for r in raters:
+        if p["closed"] or replication.rule != FIXED:
+            lines.append(
+                f"    {p['closed']} of {p['items']} items closed early: {p['saved']} of {p['items'] * replicas} judgments saved against the ceiling"
+            )
+    for m in report["machine"] or []:
+        lines.append(f"  {m['task_type']}: the machine labelled {m['machine']:,} of {m['items']:,} items (triage)")
+    for r in report["raters"]:
         accuracy = f"{r['gold_passed']}/{r['gold_seen']} gold passed" if r["gold_seen"] else "no gold yet"
-        lines.append(f"  {r['worker']} {r['task_type']}: {r['judgments']} judgments, {accuracy}")
+        verdict = f"excluded: {r['reasons']}" if r["excluded"] else "kept by the QC rules"
+        lines.append(f"  {r['worker']} {r['task_type']}: {r['judgments']} judgments, {accuracy}; {verdict}")
+    for b in (report["budget"] or {}).get("types", []):
+        money = f" ({b['left_cost']:,.2f} {b['currency']})" if b["left_cost"] is not None else ""
+        lines.append(f"  {b['task_type']}: {b['left_judgments']:,} of {b['judgments']:,} judgments left{money}")
     print("\n".join(lines))
-    return {"progress": [p.__dict__ for p in progress], "raters": raters, "closed": store.closed()}
+    return {**report, "closed": store.closed()}
 
 
 def _raters(replicas: int, replication: ReplicationSettings) -> str:
     return f"{replicas} raters" if replication.rule == FIXED else f"at most {replicas} raters (stop rule {replication.rule})"
 
 
-def rater_table(judgments: list[dict[str, Any]], gold: dict[str, str]) -> list[dict[str, Any]]:
-    """Per rater and task type: judgments and gold passed / seen, by the aggregate stage's rule."""
-    if not judgments:
-        return []
-    frame = pd.DataFrame(judgments)
-    report = rater_report(frame, pd.DataFrame({"item_id": list(gold), "gold": list(gold.values())}))
-    columns = ["worker", "task_type", "judgments", "gold_seen", "gold_passed"]
-    return [{c: (int(v) if c not in ("worker", "task_type") else v) for c, v in row.items()} for row in report[columns].to_dict("records")]
-
-
-COMMANDS: dict[str, Callable[[list[str]], Any]] = {"add-rater": add_rater, "status": status}
+COMMANDS: dict[str, Callable[[list[str]], Any]] = {"add-rater": add_rater, "add-operator": add_operator, "status": status}
 
 
 def main(argv: list[str]) -> Any:
-    """``serve [flags]`` runs the app; ``serve add-rater …`` and ``serve status …`` are the operator's."""
+    """``serve [flags]`` runs the app; ``serve add-rater …``, ``serve add-operator …`` and ``serve status …`` are the operator's."""
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     return run_server(argv)

@@ -156,7 +156,7 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
     (root / "shared").symlink_to(shared_data.parent, target_is_directory=True)
     repro_out = (demo_repro / "repro.out").read_text()
     env, port = {**os.environ, **new_home(tmp_path / "home")}, free_port()
-    servers, by_dvc, browsed, one_process = [], [], [], None
+    servers, by_dvc, browsed, one_process, operators = [], [], [], None, 0
     try:
         for command in readme_commands():
             if is_portable(command):
@@ -184,6 +184,9 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
                 assert run.returncode == 0, f"{command}\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}"
                 if args[1:3] == ["serve", "add-rater"]:
                     assert f"http://127.0.0.1:{port}/" in run.stdout and "#" in run.stdout  # the sign-in link, token after '#'
+                if args[1:3] == ["serve", "add-operator"]:  # the operator page's sign-in link, on the rater app's server
+                    assert f"http://127.0.0.1:{port}/operator/signin#token=" in run.stdout
+                    operators += 1
                 if args[1:2] == ["embed"]:
                     assert "--direct_num_workers=2" in args and one_process
                     assert outputs(project / args[args.index("--out") + 1]) == one_process
@@ -196,6 +199,7 @@ def test_every_readme_command_runs(shared_data: Path, demo_repro: Path, tmp_path
             server.wait(timeout=30)
     assert servers, "the README shows the rater app"
     assert browsed == ["releases/demo-simulated"], "the README shows the release browser on the demo release"
+    assert operators, "the README shows how to make an operator's link"
     assert one_process is not None, "the README shows embed on two worker processes"
     # dvc.yaml runs the first round's commands as the README writes them; if the two drift apart, this test runs them itself
     assert {"ingest", "embed", "tasks", "annotate", "aggregate"} <= set(by_dvc), by_dvc

@@ -11,6 +11,9 @@ Rules the store keeps, whatever the web layer does:
 * signing in opens a *session*: a new random id, kept only as its SHA-256, apart from the sign-in
   token, so it can be revoked (sign-out, a new token) and expires after an idle time and an
   absolute lifetime (:class:`SessionPolicy`);
+* operators, who watch the campaign, are a role apart (:data:`ROLES`): their own table of names and
+  token hashes and their own sessions table, so a rater's token or session never finds an operator
+  and an operator's never a rater;
 * each batch goes to ``replicas`` distinct raters, a rater never gets the same batch twice (nor a
   batch holding an item they already judged), and holds one batch at a time;
 * an assignment not submitted within ``timeout`` seconds is released: its slot goes to the next
@@ -47,8 +50,9 @@ from crisscross.core.errors import InputError, UserError
 from crisscross.formats.schema import DEFAULT_RULES, GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, JudgmentRules
 from crisscross.tasktypes import type_names
 
-SCHEMA_VERSION = "2"
-UPGRADES = {"1": "2"}  # schema 2 adds the sessions table, which init() creates
+SCHEMA_VERSION = "3"
+# Each upgrade only adds tables, which init() creates: schema 2 the sessions, schema 3 the operators and their sessions.
+UPGRADES = {"1": SCHEMA_VERSION, "2": SCHEMA_VERSION}
 RATER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -69,6 +73,9 @@ _TABLES = (
     """CREATE TABLE IF NOT EXISTS sessions (
         id_hash TEXT PRIMARY KEY, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS sessions_rater ON sessions (rater)",
+    "CREATE TABLE IF NOT EXISTS operators (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS operator_sessions (
+        id_hash TEXT PRIMARY KEY, operator TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
     "CREATE TABLE IF NOT EXISTS closed_items (item_id TEXT PRIMARY KEY, reason TEXT NOT NULL, time TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS withheld (
         batch_id TEXT NOT NULL, rater TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (batch_id, rater, position))""",
@@ -78,6 +85,23 @@ _CLOSED_BATCH = f"""(EXISTS (SELECT 1 FROM tasks t JOIN closed_items c ON c.item
     AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.batch_id = b.batch_id AND t.gold = '{NOT_GOLD}'
                     AND NOT EXISTS (SELECT 1 FROM closed_items c WHERE c.item_id = t.item_id)))"""
 _TASK_COLUMNS = "t.batch_id, t.position, t.item_id, t.task_type, t.id_a, t.id_b, t.gold"
+
+
+@dataclass(frozen=True)
+class Role:
+    """Where one kind of person is kept: their names and token hashes, and their sessions."""
+
+    name: str
+    people: str  # table: name, token_hash, created
+    sessions: str  # table: id_hash, <owner>, started, seen
+    owner: str  # the sessions table's column naming whose session it is
+
+
+RATER, OPERATOR = "rater", "operator"
+ROLES = {
+    RATER: Role(RATER, "raters", "sessions", "rater"),
+    OPERATOR: Role(OPERATOR, "operators", "operator_sessions", "operator"),
+}
 
 
 class StoreError(UserError, ValueError):
@@ -333,64 +357,90 @@ class Store:
             run("INSERT INTO batches (batch_id, task_type, size) SELECT batch_id, MIN(task_type), COUNT(*) FROM tasks GROUP BY batch_id")
         return len(new)
 
-    # ------------------------------------------------------------------ raters
+    # ------------------------------------------------------------------ raters and operators
 
     def add_rater(self, name: str, created: float, replace: bool = False) -> str:
-        """A new sign-in token for ``name`` (shown once; only its hash is kept)."""
+        """A new sign-in token for rater ``name`` (shown once; only its hash is kept)."""
+        return self._add_person(ROLES[RATER], name, created, replace)
+
+    def add_operator(self, name: str, created: float, replace: bool = False) -> str:
+        """A new sign-in token for operator ``name``, who may watch the campaign and never rate."""
+        return self._add_person(ROLES[OPERATOR], name, created, replace)
+
+    def _add_person(self, role: Role, name: str, created: float, replace: bool) -> str:
         if not RATER_NAME.fullmatch(name):
-            raise StoreError(f"rater name {name!r}: use 1–64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
+            raise StoreError(f"{role.name} name {name!r}: use 1–64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
         token = secrets.token_urlsafe(32)
         with self._transaction() as run:
-            exists = run("SELECT 1 FROM raters WHERE name = ?", (name,)).fetchall()
+            exists = run(f"SELECT 1 FROM {role.people} WHERE name = ?", (name,)).fetchall()
             if exists and not replace:
-                raise StoreError(f"rater {name} exists; add --new-token to replace their token (the old link stops working)")
+                raise StoreError(f"{role.name} {name} exists; add --new-token to replace their token (the old link stops working)")
             if exists:
-                run("UPDATE raters SET token_hash = ? WHERE name = ?", (token_hash(token), name))
-                run("DELETE FROM sessions WHERE rater = ?", (name,))  # the old link's sessions end with it
+                run(f"UPDATE {role.people} SET token_hash = ? WHERE name = ?", (token_hash(token), name))
+                run(f"DELETE FROM {role.sessions} WHERE {role.owner} = ?", (name,))  # the old link's sessions end with it
             else:
-                run("INSERT INTO raters (name, token_hash, created) VALUES (?, ?, ?)", (name, token_hash(token), now_iso(created)))
+                run(f"INSERT INTO {role.people} (name, token_hash, created) VALUES (?, ?, ?)", (name, token_hash(token), now_iso(created)))
         return token
 
     def rater_of(self, token: str) -> str | None:
         """The rater a token signs in, compared in constant time; None for any other token."""
+        return self._holder(ROLES[RATER], token)
+
+    def operator_of(self, token: str) -> str | None:
+        """The operator a token signs in; None for any other token, a rater's included."""
+        return self._holder(ROLES[OPERATOR], token)
+
+    def _holder(self, role: Role, token: str) -> str | None:
         wanted = token_hash(token)
         with self._transaction(write=False) as run:
-            rows = run("SELECT name, token_hash FROM raters WHERE token_hash = ?", (wanted,)).fetchall()
+            rows = run(f"SELECT name, token_hash FROM {role.people} WHERE token_hash = ?", (wanted,)).fetchall()
         return rows[0][0] if rows and hmac.compare_digest(rows[0][1], wanted) else None
 
     # ------------------------------------------------------------------ sessions
 
-    def open_session(self, rater: str, now: float, policy: SessionPolicy) -> str:
-        """A new session id for ``rater`` (shown once, to the browser; only its hash is kept).
-        Sessions past their idle time or lifetime are deleted on the way."""
+    def open_session(self, name: str, now: float, policy: SessionPolicy, role: str = RATER) -> str:
+        """A new session id for ``name`` in ``role`` (shown once, to the browser; only its hash is
+        kept).  Sessions of the role past their idle time or lifetime are deleted on the way."""
+        kind = ROLES[role]
         session = secrets.token_urlsafe(32)
         with self._transaction() as run:
-            run("DELETE FROM sessions WHERE seen < ? OR started < ?", (now - policy.idle, now - policy.lifetime))
-            run("INSERT INTO sessions (id_hash, rater, started, seen) VALUES (?, ?, ?, ?)", (token_hash(session), rater, now, now))
+            run(f"DELETE FROM {kind.sessions} WHERE seen < ? OR started < ?", (now - policy.idle, now - policy.lifetime))
+            run(
+                f"INSERT INTO {kind.sessions} (id_hash, {kind.owner}, started, seen) VALUES (?, ?, ?, ?)",
+                (token_hash(session), name, now, now),
+            )
         return session
 
     def session_rater(self, session: str, now: float, policy: SessionPolicy) -> str | None:
         """The rater a live session belongs to, its last-seen time moved to ``now``; None for an
-        unknown, revoked or expired session (an expired one is deleted)."""
+        unknown, revoked or expired session (an expired one is deleted), or an operator's."""
+        return self._session_holder(ROLES[RATER], session, now, policy)
+
+    def session_operator(self, session: str, now: float, policy: SessionPolicy) -> str | None:
+        """The operator a live session belongs to, as :meth:`session_rater`; None for a rater's."""
+        return self._session_holder(ROLES[OPERATOR], session, now, policy)
+
+    def _session_holder(self, role: Role, session: str, now: float, policy: SessionPolicy) -> str | None:
         key = token_hash(session)
         with self._transaction(write=False) as run:
-            rows = run("SELECT id_hash, rater, started, seen FROM sessions WHERE id_hash = ?", (key,)).fetchall()
+            rows = run(f"SELECT id_hash, {role.owner}, started, seen FROM {role.sessions} WHERE id_hash = ?", (key,)).fetchall()
         if not rows or not hmac.compare_digest(rows[0][0], key):
             return None
-        _, rater, started, seen = rows[0]
+        _, holder, started, seen = rows[0]
         expired = now - seen > policy.idle or now - started > policy.lifetime
         if expired or now - seen >= policy.touch_every:
             with self._transaction() as run:
                 if expired:
-                    run("DELETE FROM sessions WHERE id_hash = ?", (key,))
+                    run(f"DELETE FROM {role.sessions} WHERE id_hash = ?", (key,))
                 else:
-                    run("UPDATE sessions SET seen = ? WHERE id_hash = ? AND seen < ?", (now, key, now))
-        return None if expired else rater
+                    run(f"UPDATE {role.sessions} SET seen = ? WHERE id_hash = ? AND seen < ?", (now, key, now))
+        return None if expired else holder
 
     def end_session(self, session: str) -> None:
-        """Revoke a session (sign-out): its id signs nobody in any more."""
+        """Revoke a session (sign-out), whoever's it is: its id signs nobody in any more."""
         with self._transaction() as run:
-            run("DELETE FROM sessions WHERE id_hash = ?", (token_hash(session),))
+            for role in ROLES.values():
+                run(f"DELETE FROM {role.sessions} WHERE id_hash = ?", (token_hash(session),))
 
     # ------------------------------------------------------------------ assignment
 
@@ -533,6 +583,15 @@ class Store:
         """item_id → the reason it was closed early."""
         with self._transaction(write=False) as run:
             return dict(run("SELECT item_id, reason FROM closed_items ORDER BY item_id").fetchall())
+
+    def closures(self) -> list[dict[str, str]]:
+        """Every item closed early with its task type, reason and time, the latest first."""
+        with self._transaction(write=False) as run:
+            rows = run(
+                "SELECT c.item_id, MIN(t.task_type), c.reason, c.time FROM closed_items c JOIN tasks t ON t.item_id = c.item_id "
+                "GROUP BY c.item_id, c.reason, c.time ORDER BY c.time DESC, c.item_id"
+            ).fetchall()
+        return [dict(zip(("item_id", "task_type", "reason", "time"), row, strict=True)) for row in rows]
 
     def progress(self, replicas: int, now: float, timeout: float) -> list[TypeProgress]:
         """Per task type: batches done (rated ``replicas`` times or closed), assigned (held or partly

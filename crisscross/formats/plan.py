@@ -36,3 +36,18 @@ def ceiling(plan: Mapping[str, Any]) -> int:
 def pilot_rater_sd(plan: Mapping[str, Any]) -> dict[str, float]:
     """Per task type, one rater's spread the pilot measured."""
     return {kind: float(entry["pilot"]["rater_sd"]) for kind, entry in sorted(plan.get("types", {}).items())}
+
+
+def budgets(plan: Mapping[str, Any]) -> dict[str, tuple[int, bool, float | None, str]]:
+    """Per task type, what may be spent: (judgments, whether a budget set them rather than the design,
+    the cost of one judgment at the pilot's time and the plan's pay or None for a pilot without
+    times, the currency).  Without ``plan.budget_judgments`` the design's judgments are the spend planned."""
+    out = {}
+    for kind, entry in sorted(plan.get("types", {}).items()):
+        design, budget = entry["design"], entry.get("budget")
+        per_judgment = design["cost"] / design["judgments"] if design.get("cost") is not None and design["judgments"] else None
+        if budget is not None:
+            out[kind] = (int(budget.get("judgments", budget["items"] * design["replicas"])), True, per_judgment, str(design["currency"]))
+        else:
+            out[kind] = (int(design["judgments"]), False, per_judgment, str(design["currency"]))
+    return out

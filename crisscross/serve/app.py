@@ -8,6 +8,12 @@ no item ids, caption ids, gold flags or sampling methods), ``/api/submit`` (a wh
 ``/api/example`` (image bytes of the items the rater was shown or of the examples, confined to the
 image folder), ``/static/*`` (the page's own CSS and JS; nothing loads from elsewhere).
 
+Operators watch the campaign: ``/operator/signin`` and ``/operator/signout`` as above, with an
+operator's token; ``/operator`` (the operator page) and ``/api/operator/campaign`` (its figures,
+:func:`crisscross.campaign.monitor.campaign_report`, read from the store at each request; the page
+polls it).  The roles never mix: a rater's session is refused on the operator's routes and an
+operator's on the rater's (403), and without a session they answer 401 (the pages redirect to sign-in).
+
 Bodies, paths and queries are parsed strictly (no coercion, every number bounded, unknown keys
 refused) and every refusal is ``{"detail": "<one line>"}``; a POST must come from the app's own
 origin; every response carries the security headers.
@@ -34,7 +40,8 @@ from fastapi.security import APIKeyCookie
 from pydantic import BaseModel, ConfigDict, Field
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.store import Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
+from crisscross.annotate.store import OPERATOR, RATER, Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
+from crisscross.campaign.monitor import CampaignInputs, campaign_report
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
@@ -81,6 +88,7 @@ class AppConfig:
     rules: JudgmentRules = DEFAULT_RULES  # what a judgment may hold, as import checks it
     sessions: SessionPolicy = field(default_factory=SessionPolicy)
     public_url: str | None = None  # the address raters reach (serve --url): its origin is the one POSTs must come from
+    campaign: CampaignInputs = field(default_factory=CampaignInputs)  # what the operator page reads besides the store
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
     @property
@@ -126,7 +134,7 @@ class Submitted(BaseModel):
 _MEANINGS = {
     400: "the body cannot be parsed as the route's media type",
     401: "not signed in: open your sign-in link",
-    403: "not yours, not from this site's pages, or without the page's CSRF token",
+    403: "not yours (the other role's, a batch not assigned to you), not from this site's pages, or without the page's CSRF token",
     404: "no such file, image or example",
     409: "the batch cannot be taken any more",
     413: "request body too large",
@@ -313,14 +321,63 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         name = store.session_rater(session, config.clock(), config.sessions) if session else None
         return (name, token_hash(session)) if name is not None and session else None
 
+    def live_operator(session: str | None) -> str | None:
+        """The operator a live session belongs to, else None."""
+        return store.session_operator(session, config.clock(), config.sessions) if session else None
+
     def rater(session: Annotated[str | None, Depends(session_cookie)]) -> tuple[str, str]:
-        """(rater name, session key) of the signed-in rater; 401 otherwise."""
+        """(rater name, session key) of the signed-in rater; 403 for an operator, 401 otherwise."""
         who = live(session)
+        if who is None and live_operator(session) is not None:
+            raise HTTPException(403, "this is an operator's sign-in, which cannot rate: raters sign in with their own link")
         if who is None:
             raise HTTPException(401, "sign in with the link you were given")
         return who
 
+    def operator(session: Annotated[str | None, Depends(session_cookie)]) -> str:
+        """The signed-in operator; 403 for a rater, 401 otherwise."""
+        name = live_operator(session)
+        if name is None and live(session) is not None:
+            raise HTTPException(403, "the operator page is for the campaign's operators: a rater's sign-in cannot open it")
+        if name is None:
+            raise HTTPException(401, "sign in with your operator link")
+        return name
+
     Rater = Annotated[tuple[str, str], Depends(rater)]
+    Operator = Annotated[str, Depends(operator)]
+
+    def signed_in(request: Request, name: str, role: str, page: str) -> Response:
+        """A new session for ``name`` in ``role``, the browser's earlier one (either role's) ended;
+        the token itself is never the cookie, so a session can end (sign-out, a new token, expiry)
+        while the link stays theirs."""
+        earlier = request.cookies.get(cookie)
+        if earlier:
+            store.end_session(earlier)
+        response = RedirectResponse(page, status_code=303)
+        response.set_cookie(
+            cookie,
+            store.open_session(name, config.clock(), config.sessions, role),
+            httponly=True,
+            samesite="strict",
+            secure=config.secure,
+            path="/",
+            max_age=int(config.sessions.lifetime),
+        )
+        return response
+
+    def signed_out(request: Request, page: str) -> Response:
+        session = request.cookies.get(cookie)
+        if session:
+            store.end_session(session)
+        response = RedirectResponse(page, status_code=303)
+        response.delete_cookie(cookie, path="/", secure=config.secure, httponly=True, samesite="strict")
+        return response
+
+    def signins_allowed(request: Request) -> bool:
+        address = request.client.host if request.client else "unknown"
+        return signins.allow(address, config.clock())
+
+    too_many_signins = {"detail": "too many sign-ins from your address: wait a minute"}
 
     @api.get("/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
     def signin_page() -> HTMLResponse:
@@ -333,48 +390,77 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
     )
     def signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
-        """A new session for the token's rater; the token itself is never the cookie, so a session
-        can end (sign-out, a new token, expiry) while the link stays the rater's."""
-        now = config.clock()
-        address = request.client.host if request.client else "unknown"
-        if not signins.allow(address, now):
-            return JSONResponse(
-                {"detail": "too many sign-ins from your address: wait a minute"}, status_code=429, headers={"Retry-After": "60"}
-            )
+        """A new session for the token's rater."""
+        if not signins_allowed(request):
+            return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
         name = store.rater_of(token)
         if name is None:
             return HTMLResponse(assets.SIGNIN_FAILED_HTML, status_code=401)
-        earlier = request.cookies.get(cookie)
-        if earlier:
-            store.end_session(earlier)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(
-            cookie,
-            store.open_session(name, now, config.sessions),
-            httponly=True,
-            samesite="strict",
-            secure=config.secure,
-            path="/",
-            max_age=int(config.sessions.lifetime),
-        )
-        return response
+        return signed_in(request, name, RATER, "/")
 
     @api.post(
         "/signout", response_class=RedirectResponse, status_code=303, responses={303: {"description": "signed out"}, **_errors(403, 413)}
     )
     def signout(request: Request) -> Response:
-        session = request.cookies.get(cookie)
-        if session:
-            store.end_session(session)
-        response = RedirectResponse("/signin", status_code=303)
-        response.delete_cookie(cookie, path="/", secure=config.secure, httponly=True, samesite="strict")
-        return response
+        return signed_out(request, "/signin")
 
-    @api.get("/", response_class=HTMLResponse, responses={200: _HTML, 303: {"description": "not signed in: to /signin"}, **_errors()})
+    @api.get(
+        "/",
+        response_class=HTMLResponse,
+        responses={200: _HTML, 303: {"description": "not signed in: to /signin; an operator: to /operator"}, **_errors()},
+    )
     def page(request: Request) -> Response:
-        if live(request.cookies.get(cookie)) is None:
-            return RedirectResponse("/signin", status_code=303)
+        session = request.cookies.get(cookie)
+        if live(session) is None:
+            return RedirectResponse("/operator" if live_operator(session) is not None else "/signin", status_code=303)
         return HTMLResponse(assets.RATER_HTML)
+
+    @api.get("/operator/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
+    def operator_signin_page() -> HTMLResponse:
+        return HTMLResponse(assets.OPERATOR_SIGNIN_HTML)
+
+    @api.post(
+        "/operator/signin",
+        response_class=RedirectResponse,
+        status_code=303,
+        responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
+    )
+    def operator_signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
+        """A new session for the token's operator; a rater's token signs nobody in here."""
+        if not signins_allowed(request):
+            return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
+        name = store.operator_of(token)
+        if name is None:
+            return HTMLResponse(assets.OPERATOR_SIGNIN_FAILED_HTML, status_code=401)
+        return signed_in(request, name, OPERATOR, "/operator")
+
+    @api.post(
+        "/operator/signout",
+        response_class=RedirectResponse,
+        status_code=303,
+        responses={303: {"description": "signed out"}, **_errors(403, 413)},
+    )
+    def operator_signout(request: Request) -> Response:
+        return signed_out(request, "/operator/signin")
+
+    @api.get(
+        "/operator",
+        response_class=HTMLResponse,
+        responses={200: _HTML, 303: {"description": "not signed in: to /operator/signin"}, **_errors(403)},
+    )
+    def operator_page(request: Request) -> Response:
+        session = request.cookies.get(cookie)
+        if live_operator(session) is None and live(session) is None:
+            return RedirectResponse("/operator/signin", status_code=303)
+        operator(session)  # a rater's session: 403
+        return HTMLResponse(assets.OPERATOR_HTML)
+
+    @api.get("/api/operator/campaign", responses=_errors(401, 403))
+    def campaign(name: Operator) -> dict[str, Any]:
+        """The campaign's figures as the store holds them now."""
+        now = config.clock()
+        figures = campaign_report(store, now, config.replicas, config.timeout, config.replication, config.campaign)
+        return {"operator": name, **figures}
 
     @api.get("/static/{name}", responses={200: {"content": {"text/css": {}, "text/javascript": {}}}, **_errors(404, 422)})
     def static(name: Annotated[str, InPath(max_length=64)]) -> Response:

@@ -1,5 +1,6 @@
-"""The rater page's own HTML, CSS and JavaScript, served by the app (no CDN, no fonts to fetch),
-kept as module text so an installed package carries them without package-data rules.
+"""The rater page's and the operator page's own HTML, CSS and JavaScript, served by the app (no
+CDN, no fonts to fetch), kept as module text so an installed package carries them without
+package-data rules.
 
 The script builds every element with ``textContent`` and ``setAttribute``; no server value ever
 goes through ``innerHTML``, so a caption holding ``<script>`` or markup shows as the text it is.
@@ -15,12 +16,12 @@ _HEAD = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<link rel="stylesheet" href="/static/rater.css">
+<link rel="stylesheet" href="/static/rater.css">{more}
 </head>
 """
 
 RATER_HTML = (
-    _HEAD.format(title="Rating — crisscross")
+    _HEAD.format(title="Rating — crisscross", more="")
     + """<body>
 <header class="bar">
   <span class="brand">Rating</span>
@@ -34,13 +35,16 @@ RATER_HTML = (
 """
 )
 
-SIGNIN_HTML = (
-    _HEAD.format(title="Sign in — crisscross")
-    + """<body>
+
+def _signin(heading: str, lead: str, action: str) -> str:
+    """A sign-in page: its script posts the link's token to ``action``."""
+    return (
+        _HEAD.format(title=f"{heading} — crisscross", more="")
+        + f"""<body>
 <main class="narrow">
-  <h1>Sign in</h1>
-  <p>Open the sign-in link you were given, or paste the token from it.</p>
-  <form method="post" action="/signin" id="signin">
+  <h1>{heading}</h1>
+  <p>{lead}</p>
+  <form method="post" action="{action}" id="signin">
     <label for="token">Token</label>
     <input id="token" name="token" type="password" autocomplete="off" required maxlength="256">
     <button type="submit">Sign in</button>
@@ -50,19 +54,31 @@ SIGNIN_HTML = (
 </body>
 </html>
 """
-)
+    )
 
-SIGNIN_FAILED_HTML = (
-    _HEAD.format(title="Sign in — crisscross")
-    + """<body>
+
+def _signin_failed(heading: str, advice: str, again: str) -> str:
+    return (
+        _HEAD.format(title=f"{heading} — crisscross", more="")
+        + f"""<body>
 <main class="narrow">
-  <h1>Sign in</h1>
-  <p class="error" role="alert">That token signs nobody in. Ask whoever runs the round for a new link.</p>
-  <p><a href="/signin">Try again</a></p>
+  <h1>{heading}</h1>
+  <p class="error" role="alert">That token signs nobody in. {advice}</p>
+  <p><a href="{again}">Try again</a></p>
 </main>
 </body>
 </html>
 """
+    )
+
+
+SIGNIN_HTML = _signin("Sign in", "Open the sign-in link you were given, or paste the token from it.", "/signin")
+SIGNIN_FAILED_HTML = _signin_failed("Sign in", "Ask whoever runs the round for a new link.", "/signin")
+OPERATOR_SIGNIN_HTML = _signin(
+    "Operator sign-in", "Open the operator link crisscross serve add-operator printed, or paste the token from it.", "/operator/signin"
+)
+OPERATOR_SIGNIN_FAILED_HTML = _signin_failed(
+    "Operator sign-in", "Make a new link with crisscross serve add-operator NAME --new-token.", "/operator/signin"
 )
 
 SIGNIN_JS = """"use strict";
@@ -349,9 +365,259 @@ RATER_JS = """"use strict";
 })();
 """
 
+OPERATOR_HTML = (
+    _HEAD.format(title="Campaign — crisscross", more='\n<link rel="stylesheet" href="/static/operator.css">')
+    + """<body>
+<header class="bar">
+  <span class="brand">Campaign</span>
+  <span id="who"></span>
+  <span id="updated"></span>
+  <form method="post" action="/operator/signout"><button type="submit" class="link">Sign out</button></form>
+</header>
+<main id="campaign" class="wide">
+  <p id="error" class="error" role="alert"></p>
+  <section class="card" id="summary" aria-label="At a glance"><h2>At a glance</h2><div class="body"><p>Loading…</p></div></section>
+  <section class="card" id="progress" aria-label="Progress"><h2>Progress per task type</h2><div class="body"></div></section>
+  <section class="card" id="pace" aria-label="Judgments per hour"><h2>Judgments per hour</h2><div class="body"></div></section>
+  <section class="card" id="stops" aria-label="Stop rule"><h2>Items closed by the stop rule</h2><div class="body"></div></section>
+  <section class="card" id="machine" aria-label="Machine share"><h2>The machine's share</h2><div class="body"></div></section>
+  <section class="card" id="raters" aria-label="Raters"><h2>Raters and the QC rules</h2><div class="body"></div></section>
+  <section class="card" id="budget" aria-label="Budget"><h2>Budget</h2><div class="body"></div></section>
+</main>
+<script src="/static/operator.js"></script>
+</body>
+</html>
+"""
+)
+
+OPERATOR_CSS = """main.wide{max-width:76rem}
+.bar #updated{font-size:.85rem;opacity:.8}
+.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(9rem,1fr));gap:.75rem;margin:0}
+.figures div{background:#f7f8fa;border-radius:6px;padding:.5rem .75rem}
+.figures dt{font-size:.8rem;color:#5a6472}.figures dd{margin:0;font-size:1.4rem;font-weight:600}
+.scroll{overflow-x:auto}
+table{width:100%;border-collapse:collapse;font-size:.92rem}
+th,td{padding:.35rem .5rem;border-bottom:1px solid #e4e7ec;text-align:left;vertical-align:top;overflow-wrap:normal}
+tbody th{font-size:inherit;color:inherit;white-space:nowrap}
+td[data-field=type]{white-space:nowrap}
+td.verdict{overflow-wrap:anywhere}
+#error:empty{display:none}
+th{font-size:.8rem;color:#5a6472;font-weight:600}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td progress{width:100%;min-width:5rem;height:.7rem}
+tr.excluded th,tr.excluded td{background:#fdf0f0}
+.verdict.excluded{color:#a1121b;font-weight:600}
+.note{color:#5a6472;font-size:.88rem;margin:.5rem 0 0}
+ol.closures{margin:.5rem 0 0;padding-left:1.2rem;font-size:.88rem}
+"""
+
+OPERATOR_JS = """"use strict";
+// The operator page: /api/operator/campaign read every few seconds, every value set as text.
+(function () {
+  const EVERY_MS = 5000;
+  const main = document.getElementById("campaign");
+
+  function el(tag, attrs, children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "text") node.textContent = value;
+      else if (key === "class") node.className = value;
+      else node.setAttribute(key, value);
+    }
+    for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
+    return node;
+  }
+
+  // Numbers as the tests read them back: thousands with commas, fixed decimals.
+  function int(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
+  function fixed(x, digits) {
+    const [whole, part] = x.toFixed(digits).split(".");
+    return int(whole) + (part === undefined ? "" : "." + part);
+  }
+  function money(x, currency) { return x === null ? "not priced (the pilot had no times)" : fixed(x, 2) + " " + currency; }
+  function clock(iso) { return iso.slice(11, 16) + " UTC"; }
+
+  function cell(field, text, numeric) { return el("td", {"data-field": field, class: numeric ? "num" : "", text: text}); }
+  function table(headers, rows, numeric) {
+    return el("div", {class: "scroll"}, [el("table", {}, [
+      el("thead", {}, [el("tr", {}, headers.map((h, i) => el("th", {scope: "col", class: numeric.includes(i) ? "num" : "", text: h})))]),
+      el("tbody", {}, rows),
+    ])]);
+  }
+  function fill(id, parts) { document.querySelector("#" + id + " .body").replaceChildren(...parts.filter((p) => p !== null)); }
+  function note(text, field) { return el("p", field ? {class: "note", "data-field": field, text: text} : {class: "note", text: text}); }
+
+  function summary(view) {
+    const figure = (field, label, value) => el("div", {}, [el("dt", {text: label}), el("dd", {"data-field": field, text: value})]);
+    const excluded = view.raters.filter((r) => r.excluded).length;
+    fill("summary", [el("dl", {class: "figures"}, [
+      figure("judgments", "judgments so far", int(view.pace.judgments)),
+      figure("last_hour", "in the last hour", int(view.pace.last_hour)),
+      figure("raters", "raters", int(new Set(view.raters.map((r) => r.worker)).size)),
+      figure("closed", "items closed early", int(view.progress.reduce((sum, p) => sum + p.closed, 0))),
+      figure("excluded", "excluded by QC (rater × type)", int(excluded)),
+    ])]);
+  }
+
+  function progress(view) {
+    const rows = view.progress.map((p) => el("tr", {"data-type": p.task_type}, [
+      el("th", {scope: "row", text: p.task_type}),
+      cell("items", int(p.items_done) + " / " + int(p.items_planned), true),
+      cell("judgments", int(p.judgments_rated) + " / " + int(p.judgments_planned), true),
+      el("td", {}, [el("progress", {max: String(Math.max(p.judgments_planned, 1)), value: String(Math.min(p.judgments_rated, p.judgments_planned))})]),
+      cell("batches", int(p.done) + " done · " + int(p.assigned) + " assigned · " + int(p.open) + " open", true),
+      cell("against", p.against === "plan" ? "the plan: " + p.replicas + " raters an item" : "the tasks: " + p.replicas + " raters an item"),
+    ]));
+    const planned = view.progress.some((p) => p.against === "plan");
+    fill("progress", [
+      table(["type", "items done / planned", "judgments / planned", "", "batches", "counted against"], rows, [1, 2, 4]),
+      note(planned ? "Planned: the plan's items × replicas per type (serve --plan). Judgments of rated items; gold apart."
+                   : "No plan given (serve --plan): counted against the loaded tasks. Judgments of rated items; gold apart."),
+    ]);
+  }
+
+  function pace(view) {
+    // the clock hours since the first judgment's (ISO times of one form compare as text)
+    const first = view.pace.first === null ? null : view.pace.first.slice(0, 13);
+    const hours = view.pace.hours.filter((h) => first !== null && h.hour.slice(0, 13) >= first);
+    const most = Math.max(1, ...hours.map((h) => h.judgments));
+    const rows = hours.map((h) => el("tr", {"data-hour": h.hour}, [
+      el("th", {scope: "row", text: clock(h.hour)}),
+      cell("count", int(h.judgments), true),
+      el("td", {}, [el("progress", {max: String(most), value: String(h.judgments)})]),
+    ]));
+    fill("pace", [
+      el("p", {}, [
+        el("span", {"data-field": "last_hour", text: int(view.pace.last_hour)}), " in the last hour; ",
+        el("span", {"data-field": "per_hour", text: view.pace.per_hour === null ? "none yet" : fixed(view.pace.per_hour, 1)}),
+        " an hour since the first judgment",
+        view.pace.first === null ? "" : " (" + view.pace.first.slice(0, 16).replace("T", " ") + " UTC).",
+      ]),
+      rows.length ? table(["hour started", "judgments", ""], rows, [1]) : null,
+    ]);
+  }
+
+  function stops(view) {
+    const rule = view.stops.rule;
+    const rows = view.progress.map((p) => el("tr", {"data-type": p.task_type}, [
+      el("th", {scope: "row", text: p.task_type}),
+      cell("closed", int(p.closed) + " / " + int(p.items), true),
+      cell("saved", int(p.saved), true),
+    ]));
+    const recent = view.stops.recent.map((c) => el("li", {"data-item": c.item_id}, [
+      el("code", {text: c.item_id}), " (" + c.task_type + ", " + clock(c.time) + "): ", el("span", {class: "reason", text: c.reason}),
+    ]));
+    fill("stops", [
+      el("p", {}, ["Stop rule: ", el("strong", {"data-field": "rule", text: rule}),
+                   rule === "fixed" ? " — every item gets its replicas; none closes early." : " — an item closes once its label is decided."]),
+      table(["type", "items closed / rated items", "judgments saved"], rows, [1, 2]),
+      recent.length ? el("ol", {class: "closures", "aria-label": "Latest closures"}, recent) : null,
+    ]);
+  }
+
+  function machine(view) {
+    if (view.machine === null) {
+      fill("machine", [note("No machine triage applies: the app was started without --triage, so people decide every item.", "none")]);
+      return;
+    }
+    const rows = view.machine.map((m) => el("tr", {"data-type": m.task_type}, [
+      el("th", {scope: "row", text: m.task_type}),
+      cell("items", int(m.items), true),
+      cell("machine", int(m.machine), true),
+      cell("share", m.items ? fixed(100 * m.machine / m.items, 1) + "%" : "—", true),
+      cell("people", int(m.people), true),
+      cell("open", int(m.open), true),
+    ]));
+    fill("machine", [
+      table(["type", "items", "labelled by the machine", "machine's share", "decided by people", "still for people"], rows, [1, 2, 3, 4, 5]),
+      note("From the triage output's decisions.parquet (serve --triage)."),
+    ]);
+  }
+
+  function raters(view) {
+    if (!view.raters.length) { fill("raters", [note("Nobody has submitted a batch yet.", "none")]); return; }
+    const rows = view.raters.map((r) => el("tr", {"data-rater": r.worker, "data-type": r.task_type, class: r.excluded ? "excluded" : ""}, [
+      el("th", {scope: "row", "data-field": "worker", text: r.worker}),
+      cell("type", r.task_type),
+      cell("judgments", int(r.judgments), true),
+      cell("gold", r.gold_seen ? r.gold_passed + "/" + r.gold_seen + " (" + fixed(100 * r.gold_accuracy, 0) + "%)" : "no gold yet", true),
+      cell("agreement", r.loo_correlation === null ? "—" : "r " + fixed(r.loo_correlation, 2) + " over " + int(r.loo_items), true),
+      cell("seconds", r.median_seconds === null ? "—" : fixed(r.median_seconds, 1) + " s", true),
+      el("td", {"data-field": "verdict", class: "verdict" + (r.excluded ? " excluded" : ""), text: r.excluded ? "excluded: " + r.reasons : "kept"}),
+    ]));
+    fill("raters", [
+      table(["rater", "type", "judgments", "gold passed", "agreement (leave-one-out)", "median time an item", "QC verdict"], rows, [2, 3, 4, 5]),
+      note("The aggregate stage's rules (aggregate.rules); a statistic counts once it rests on enough judgments, so early verdicts are mild."),
+    ]);
+  }
+
+  function budget(view) {
+    const b = view.budget;
+    if (b === null) {
+      fill("budget", [note("No plan given (serve --plan): there is no budget to count against. People have made "
+                           + int(view.pace.judgments) + " judgments.", "none")]);
+      return;
+    }
+    const rows = b.types.map((t) => el("tr", {"data-type": t.task_type}, [
+      el("th", {scope: "row", text: t.task_type}),
+      cell("allowed", int(t.judgments) + (t.from_budget ? "" : " (the design)"), true),
+      cell("per_judgment", t.cost_per_judgment === null ? "—" : fixed(t.cost_per_judgment, 4) + " " + t.currency, true),
+      cell("spent", int(t.spent_judgments) + " · " + money(t.spent_cost, t.currency), true),
+      cell("left", int(t.left_judgments) + " · " + money(t.left_cost, t.currency), true),
+    ]));
+    const total = b.total;
+    rows.push(el("tr", {"data-type": "total", class: "total"}, [
+      el("th", {scope: "row", text: "total"}),
+      cell("allowed", int(total.judgments), true),
+      cell("per_judgment", "", true),
+      cell("spent", int(total.spent_judgments), true),
+      cell("left", int(total.left_judgments) + (total.left_cost === null ? "" : " · " + money(total.left_cost, total.currency)), true),
+    ]));
+    fill("budget", [
+      table(["type", "judgments allowed", "cost of a judgment", "spent", "left"], rows, [1, 2, 3, 4]),
+      note("The plan's budget per type (its design where it sets none) at the pilot's time per judgment and the plan's pay; "
+           + "spent counts every judgment people made, gold included."),
+      total.unplanned_judgments ? note(int(total.unplanned_judgments) + " judgments are of types the plan does not name.", "unplanned") : null,
+    ]);
+  }
+
+  function showError(text) { document.getElementById("error").textContent = text; }
+
+  async function load() {
+    let response;
+    try {
+      response = await fetch("/api/operator/campaign", {credentials: "same-origin", cache: "no-store"});
+    } catch (e) {
+      showError("The app did not answer; trying again.");
+      window.setTimeout(load, EVERY_MS);
+      return;
+    }
+    if (response.status === 401) { window.location.assign("/operator/signin"); return; }
+    if (!response.ok) {
+      let detail = "the app refused (" + response.status + ")";
+      try { const body = await response.json(); if (typeof body.detail === "string") detail = body.detail; } catch (e) { /* not JSON */ }
+      showError(detail);
+      if (response.status !== 403) window.setTimeout(load, EVERY_MS);
+      return;
+    }
+    const view = await response.json();
+    showError("");
+    document.getElementById("who").textContent = view.operator;
+    document.getElementById("updated").textContent = "updated " + view.time.slice(11, 19) + " UTC";
+    summary(view); progress(view); pace(view); stops(view); machine(view); raters(view); budget(view);
+    main.dataset.updated = view.time;  // what is on screen, for tests
+    window.setTimeout(load, EVERY_MS);
+  }
+
+  load();
+})();
+"""
+
 # name → (body, media type) for /static/<name>
 STATIC: dict[str, tuple[str, str]] = {
     "rater.css": (RATER_CSS, "text/css; charset=utf-8"),
     "rater.js": (RATER_JS, "text/javascript; charset=utf-8"),
     "signin.js": (SIGNIN_JS, "text/javascript; charset=utf-8"),
+    "operator.css": (OPERATOR_CSS, "text/css; charset=utf-8"),
+    "operator.js": (OPERATOR_JS, "text/javascript; charset=utf-8"),
 }

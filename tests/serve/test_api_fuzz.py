@@ -1,6 +1,6 @@
 """The rater app fuzzed from its own OpenAPI schema with Schemathesis: every route, requests built to
-the schema and requests built to break it, sent signed in and with the page's CSRF token and
-Origin.  Checked on every response: no server error, a status and content type the schema
+the schema and requests built to break it, sent signed in (as an operator on the operator's routes,
+as a rater on the others) and with the page's CSRF token and Origin.  Checked on every response: no server error, a status and content type the schema
 documents, a body that matches its schema, and every request that breaks the schema refused.
 
 ``positive_data_acceptance`` is left out on purpose: a request the schema allows may still be
@@ -45,6 +45,10 @@ def test_every_route_holds_to_its_schema_under_generated_requests(store: Store, 
     token = store.add_rater("ann", NOW)
     page.post("/signin", data={"token": token})
     signed = {"session": page.cookies[SESSION_COOKIE], "csrf": page.get("/api/batch").json()["csrf"]}  # ann holds a batch now
+    operator_page = browser(app)
+    boss = store.add_operator("boss", NOW)
+    operator_page.post("/operator/signin", data={"token": boss})
+    signed["operator"] = operator_page.cookies[SESSION_COOKIE]
     sent: Counter[tuple[str, str]] = Counter()
     statuses: Counter[int] = Counter()
     by_route: Counter[tuple[str, int]] = Counter()
@@ -54,13 +58,17 @@ def test_every_route_holds_to_its_schema_under_generated_requests(store: Store, 
         @settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case) -> None:
             negated = {name for name, _ in negated_parameters(case._meta)}  # what a negative case broke stays broken
-            cookies = {} if SESSION_COOKIE in negated else {SESSION_COOKIE: signed["session"]}
+            session = signed["operator"] if operation.path.startswith(("/operator", "/api/operator")) else signed["session"]
+            cookies = {} if SESSION_COOKIE in negated else {SESSION_COOKIE: session}
             headers = {"Origin": ORIGIN, **({} if CSRF_HEADER in negated else {CSRF_HEADER: signed["csrf"]})}
             response = case.call(headers=headers, cookies=cookies)
             case.validate_response(response, checks=CHECKS)
             if store.session_rater(signed["session"], config.clock(), config.sessions) is None:  # it signed out: sign in again
                 page.post("/signin", data={"token": token})
                 signed.update(session=page.cookies[SESSION_COOKIE], csrf=page.get("/api/batch").json()["csrf"])
+            if store.session_operator(signed["operator"], config.clock(), config.sessions) is None:
+                operator_page.post("/operator/signin", data={"token": boss})
+                signed["operator"] = operator_page.cookies[SESSION_COOKIE]
             sent[(operation.label, mode.value)] += 1
             statuses[response.status_code] += 1
             by_route[(operation.label, response.status_code)] += 1
@@ -76,5 +84,5 @@ def test_every_route_holds_to_its_schema_under_generated_requests(store: Store, 
     print(f"schemathesis: {total} requests over {len(sent)} route × mode pairs; statuses {dict(sorted(statuses.items()))}")
     assert total >= 1000 and statuses[500] == 0
     routes = {label for label, _ in sent}
-    assert len(routes) == 9  # every route of the app was fuzzed, and each got past the sign-in check
+    assert len(routes) == 14  # every route of the app was fuzzed, and each got past the sign-in check
     assert {label for label, status in by_route if status not in (401, 429)} == routes

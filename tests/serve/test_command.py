@@ -47,8 +47,23 @@ def test_status_shows_progress_per_type_and_gold_accuracy_per_rater(store: Store
     out = capsys.readouterr().out
     assert "SIS: 0 done / 1 assigned / 0 open of 1 batches; 2 judgments" in out
     assert "STS: 0 done / 0 assigned / 2 open of 2 batches" in out
-    assert "ann SIS: 2 judgments, 0/1 gold passed" in out  # sis-00001's gold is a known negative, rated 4.5
-    assert report["raters"] == [{"worker": "ann", "task_type": "SIS", "judgments": 2, "gold_seen": 1, "gold_passed": 0}]
+    assert "ann SIS: 2 judgments, 0/1 gold passed; kept by the QC rules" in out  # sis-00001's gold is a known negative, rated 4.5
+    assert report["raters"] == [
+        {
+            "worker": "ann",
+            "task_type": "SIS",
+            "judgments": 2,
+            "gold_seen": 1,
+            "gold_passed": 0,
+            "gold_accuracy": 0.0,
+            "loo_items": 0,
+            "loo_correlation": None,  # nobody else rated the item yet
+            "median_seconds": 2.0,
+            "straightline_share": 1.0,
+            "excluded": False,  # too few judgments for any rule to apply
+            "reasons": "",
+        }
+    ]
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, round_files: RoundFiles, capsys: pytest.CaptureFixture[str]):

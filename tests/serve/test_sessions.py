@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from crisscross.annotate.store import SessionPolicy, Store, token_hash
+from crisscross.annotate.store import OPERATOR, SCHEMA_VERSION, SessionPolicy, Store, StoreError, token_hash
 from crisscross.serve.app import SECURE_SESSION_COOKIE, SESSION_COOKIE
 from tests.serve.round import ORIGIN, Clock, RoundFiles, browser, make_app, query
 
@@ -123,11 +123,27 @@ def test_signing_in_again_ends_the_session_the_browser_had(store: Store, round_f
     assert ann.cookies[SESSION_COOKIE] != before and [h for h, _ in _stored_sessions(store)] == [token_hash(ann.cookies[SESSION_COOKIE])]
 
 
-def test_a_schema_1_database_is_upgraded_in_place(store: Store):
+# What each earlier schema lacks: its upgrade only adds these tables.
+ADDED_SINCE = {"1": ("sessions", "operators", "operator_sessions"), "2": ("operators", "operator_sessions")}
+
+
+@pytest.mark.parametrize("schema", sorted(ADDED_SINCE))
+def test_an_earlier_schemas_database_is_upgraded_in_place(store: Store, schema: str):
     with store._transaction() as run:
-        run("DROP TABLE sessions")
-        run("UPDATE meta SET value = '1' WHERE key = 'schema'")
+        for table in ADDED_SINCE[schema]:
+            run(f"DROP TABLE {table}")
+        run(f"UPDATE meta SET value = '{schema}' WHERE key = 'schema'")
     token = store.add_rater("ann", NOW)
     store.init()
-    assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [("2",)]
+    assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == "3"
     assert store.rater_of(token) == "ann" and store.session_rater(store.open_session("ann", NOW, SessionPolicy()), NOW, SessionPolicy())
+    boss = store.add_operator("boss", NOW)
+    assert store.operator_of(boss) == "boss" and store.rater_of(boss) is None
+    assert store.session_operator(store.open_session("boss", NOW, SessionPolicy(), OPERATOR), NOW, SessionPolicy()) == "boss"
+
+
+def test_a_database_of_a_later_schema_is_refused(store: Store):
+    with store._transaction() as run:
+        run("UPDATE meta SET value = '4' WHERE key = 'schema'")
+    with pytest.raises(StoreError, match="has schema 4, this version reads 3"):
+        store.init()
