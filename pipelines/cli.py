@@ -19,6 +19,14 @@ USAGE_ERROR = 2
 DEBUG_FLAG = "--debug"
 
 
+def port_number(text: str) -> int:
+    """``--port``'s type: a TCP port, 1–65535 (argparse turns the ValueError into a usage line)."""
+    port = int(text)
+    if not 1 <= port <= 65535:
+        raise ValueError(text)
+    return port
+
+
 def usage() -> str:
     """The command's help: every stage of the registry, in data-flow order, with its one line."""
     listed = stages()

@@ -42,7 +42,7 @@ from crisscross.annotate.store import SessionPolicy, Store, open_store, redact
 from crisscross.campaign.monitor import CampaignInputs, campaign_report, machine_share
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
-from crisscross.core.errors import InputError, UserError
+from crisscross.core.errors import InputError, MissingExtra
 from crisscross.core.settings import setting
 from crisscross.formats.plan import read_plan
 from crisscross.formats.schema import JudgmentRules
@@ -69,10 +69,6 @@ class ServeSettings:
     signins_per_minute: float = setting(20.0, low=1.0)  # per client address
     session_idle_timeout: float = setting(SessionPolicy.idle, low=60.0)  # seconds without a request before a sign-in ends
     session_lifetime: float = setting(SessionPolicy.lifetime, low=60.0)  # seconds after sign-in a session ends, however used
-
-
-class MissingExtra(UserError, ImportError):
-    """The web dependencies are an optional extra."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ class InputError(UserError, ValueError):
     """An input file or folder is missing, unreadable or malformed; the message names it."""
 
 
+class MissingExtra(UserError, ImportError):
+    """A command needs an optional extra that is not installed; the message says which to install."""
+
+
 def one_line(error: BaseException) -> str:
     """The first line of an error's message (its type's name when it has none): what the command
     shows.  Beam re-raises a step's error with the step name and the worker's traceback appended,

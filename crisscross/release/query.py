@@ -2,8 +2,8 @@
 
 People's and the simulated panel's pairs (``data/pairs.parquet``) and a triage's machine labels
 (``data/machine_labels/labels.parquet``) become one DuckDB table with who labelled each pair, so a
-page filters, sorts and counts them in one query however large the release (CxC's 267,095 pairs:
-milliseconds).  Every value a caller gives reaches SQL as a bound parameter; a sort is a key of
+page counts, filters, sorts and pages them in two queries however large the release (CxC's
+261,979 pairs: milliseconds).  Every value a caller gives reaches SQL as a bound parameter; a sort is a key of
 :data:`SORTS`, never text put into the statement.  Caption texts and image file names come from the
 release's Karpathy-shaped ``dataset_coco_cxc.json`` where it has one; without it a caption is shown
 by its published id.
@@ -72,6 +72,8 @@ _JUDGMENTS_SCHEMA = pa.schema(  # what a pair's detail shows of each judgment, a
         ("batch_id", pa.string()),
     ]
 )
+MACHINE_DETAIL = ("task_type", "item_id", "score", "expected_score", "cut", "bound", "audited", "reason", "signals")
+FILTERED = {"task_type": "task_type", "split": "split", "method": "sampling_method", "labelled_by": "labelled_by"}  # filter → column
 _COCO = CocoIdScheme()
 
 
@@ -117,7 +119,7 @@ class Side:
 
 
 class ReleaseView:
-    """A release folder's pairs, judgments and texts, loaded once into an in-process DuckDB."""
+    """A release folder's pairs, judgments, machine labels and texts, loaded once into an in-process DuckDB."""
 
     def __init__(self, path: str | Path) -> None:
         import duckdb
@@ -128,86 +130,75 @@ class ReleaseView:
         self.path = root
         self.info: dict[str, Any] = json.loads((root / INFO).read_text(encoding="utf-8"))
         self.texts, self.image_files = _karpathy(root / DATA / KARPATHY)
-        self._db = duckdb.connect(":memory:", config={"threads": 1})
-        judgments = root / DATA / "judgments.parquet"
+        data = root / DATA
+        machine_file = data / MACHINE_LABELS / "labels.parquet"
+        machine = pq.read_table(machine_file).to_pandas() if machine_file.is_file() else None
+        judgments = data / "judgments.parquet"
         tables = {
-            "pairs": labelled_pairs(root / DATA),
+            "pairs": labelled_pairs(data, machine),
             "judgments": pq.read_table(judgments, columns=_JUDGMENTS_SCHEMA.names).cast(_JUDGMENTS_SCHEMA)
             if judgments.is_file()
             else _JUDGMENTS_SCHEMA.empty_table(),
+            "machine": pa.Table.from_pandas(machine[list(MACHINE_DETAIL)], preserve_index=False)
+            if machine is not None
+            else pa.table({name: pa.array([], pa.string()) for name in MACHINE_DETAIL}),
         }
+        self._db = duckdb.connect(":memory:", config={"threads": 1})
         for name, table in tables.items():
             self._db.register("arrow", table)
             self._db.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
             self._db.unregister("arrow")
-        machine = root / DATA / MACHINE_LABELS / "labels.parquet"
-        self._machine = pq.read_table(machine).to_pandas().set_index(["task_type", "item_id"]) if machine.is_file() else None
         self.total = self._one("SELECT count(*) FROM pairs")[0]
 
-    def _cursor(self) -> Any:
-        """A connection of this database for one request: DuckDB's are not shared between threads."""
-        return self._db.cursor()
-
     def _one(self, sql: str, parameters: list[Any] | None = None) -> tuple[Any, ...]:
-        return self._cursor().execute(sql, parameters or []).fetchone()
+        with self._db.cursor() as cursor:  # a connection of its own: DuckDB's are not shared between request threads
+            return cursor.execute(sql, parameters or []).fetchone()
 
     def choices(self) -> dict[str, Any]:
         """What a page's filters offer: the values present, with their pair counts, and the score range."""
-        cursor = self._cursor()
-
-        def counted(column: str) -> list[list[Any]]:
-            rows = cursor.execute(
-                f"SELECT {column}, count(*) FROM pairs WHERE {column} IS NOT NULL GROUP BY {column} ORDER BY {column}"
-            ).fetchall()
-            return [[value, count] for value, count in rows]
-
-        low, high = cursor.execute("SELECT min(score), max(score) FROM pairs").fetchone()
-        return {
-            "task_type": counted("task_type"),
-            "split": counted("split"),
-            "method": counted("sampling_method"),
-            "labelled_by": counted("labelled_by"),
-            "score": [low, high],
-            "pairs": self.total,
-        }
+        with self._db.cursor() as cursor:
+            counted = {
+                field: [list(row) for row in cursor.execute(_COUNTED.format(column=column)).fetchall()]
+                for field, column in FILTERED.items()
+            }
+            low, high = cursor.execute("SELECT min(score), max(score) FROM pairs").fetchone()
+        return {**counted, "score": [low, high], "pairs": self.total}
 
     def page(self, filters: Filters) -> tuple[int, list[dict[str, Any]]]:
         """The matching pairs' count and one page of them, each with both sides."""
         if filters.sort not in SORTS:
             raise InputError(f"sort {filters.sort!r} is none of {', '.join(SORTS)}")
         where, parameters = filters.where()
-        cursor = self._cursor()
-        (total,) = cursor.execute(f"SELECT count(*) FROM pairs WHERE {where}", parameters).fetchone()
         order = f"{SORTS[filters.sort]} {'DESC' if filters.descending else 'ASC'} NULLS LAST, key"
-        rows = cursor.execute(
-            f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
-            [*parameters, min(filters.limit, MAX_PAGE), filters.offset],
-        ).fetchall()
+        with self._db.cursor() as cursor:
+            (total,) = cursor.execute(f"SELECT count(*) FROM pairs WHERE {where}", parameters).fetchone()
+            rows = cursor.execute(
+                f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE {where} ORDER BY {order} LIMIT ? OFFSET ?",
+                [*parameters, min(filters.limit, MAX_PAGE), filters.offset],
+            ).fetchall()
         return int(total), [self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True))) for row in rows]
 
     def pair(self, key: int) -> dict[str, Any] | None:
         """One pair with every judgment of it, the spread of its ratings or answers and, for a
-        machine label, the triage's cut, bound and signals; None when no pair has ``key``."""
-        cursor = self._cursor()
-        row = cursor.execute(f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE key = ?", [key]).fetchone()
-        if row is None:
-            return None
-        found = self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True)))
+        machine label, the triage's cut, bound, audit and signals; None when no pair has ``key``."""
         names = _JUDGMENTS_SCHEMA.names[2:]  # a judgment's own fields, after its pair's round and item
-        judged = cursor.execute(
-            f"SELECT {', '.join(names)} FROM judgments WHERE round = ? AND item_id = ? ORDER BY rater, batch_id",
-            [found["round"], found["item_id"]],
-        ).fetchall()
+        with self._db.cursor() as cursor:
+            row = cursor.execute(f"SELECT {', '.join(_PAIR_COLUMNS)} FROM pairs WHERE key = ?", [key]).fetchone()
+            if row is None:
+                return None
+            found = self._shown(dict(zip(_PAIR_COLUMNS, row, strict=True)))
+            judged = cursor.execute(
+                f"SELECT {', '.join(names)} FROM judgments WHERE round = ? AND item_id = ? ORDER BY rater, batch_id",
+                [found["round"], found["item_id"]],
+            ).fetchall()
+            label = cursor.execute(
+                f"SELECT {', '.join(MACHINE_DETAIL)} FROM machine WHERE task_type = ? AND item_id = ?",
+                [found["task_type"], found["item_id"]],
+            ).fetchone()
         found["judgments"] = [dict(zip(names, j, strict=True)) for j in judged]
         found["spread"] = spread(found["judgments"])
-        found["machine"] = self._machine_label(found) if found["labelled_by"] == MACHINE else None
+        found["machine"] = machine_detail(dict(zip(MACHINE_DETAIL, label, strict=True))) if found["labelled_by"] == MACHINE else None
         return found
-
-    def _machine_label(self, pair: Mapping[str, Any]) -> dict[str, Any]:
-        assert self._machine is not None  # a machine row comes from the machine table
-        label = self._machine.loc[(pair["task_type"], pair["item_id"])]
-        shown = {name: _plain(label[name]) for name in ("score", "expected_score", "cut", "bound", "audited", "reason")}
-        return {**shown, "signals": [s for s in str(label["signals"]).split(",") if s]}  # the triage's signal names, comma-joined
 
     def _shown(self, row: dict[str, Any]) -> dict[str, Any]:
         row["sides"] = [self.side(row["id_a"], row["published_a"]).__dict__, self.side(row["id_b"], row["published_b"]).__dict__]
@@ -228,9 +219,12 @@ class ReleaseView:
         return (published(canonical, IMAGE_KIND),) if known else ()
 
 
-def labelled_pairs(data: Path) -> pa.Table:
-    """People's, the panel's and the machine's pairs as one table in the release's order, each
-    numbered (``key``) and marked with who labelled it."""
+_COUNTED = "SELECT {column}, count(*) FROM pairs WHERE {column} IS NOT NULL GROUP BY {column} ORDER BY {column}"
+
+
+def labelled_pairs(data: Path, machine: pd.DataFrame | None) -> pa.Table:
+    """People's, the panel's and the machine's pairs (``machine``: the release's machine labels)
+    as one table in the release's order, each numbered (``key``) and marked with who labelled it."""
     parts = []
     pairs_file = data / "pairs.parquet"
     if pairs_file.is_file():
@@ -240,13 +234,11 @@ def labelled_pairs(data: Path) -> pa.Table:
                 labelled_by=[SIMULATED if s else PEOPLE for s in pairs["simulated"]]
             )
         )
-    machine_file = data / MACHINE_LABELS / "labels.parquet"
-    if machine_file.is_file():
-        labels = pq.read_table(machine_file).to_pandas()
+    if machine is not None:
         parts.append(
-            labels.assign(
-                published_a=[published(i, split_id(i)[1]) for i in labels["id_a"]],
-                published_b=[published(i, split_id(i)[1]) for i in labels["id_b"]],
+            machine.assign(
+                published_a=[published(i, split_id(i)[1]) for i in machine["id_a"]],
+                published_b=[published(i, split_id(i)[1]) for i in machine["id_b"]],
                 score=None,  # the machine gives no 0–5 rating: its estimate stays in the pair's detail
                 labelled_by=MACHINE,
             )
@@ -254,6 +246,12 @@ def labelled_pairs(data: Path) -> pa.Table:
     joined = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(_PAIR_COLUMNS))
     joined = joined.assign(key=range(len(joined))).reindex(columns=list(_PAIR_COLUMNS))
     return pa.Table.from_pandas(joined, schema=_PAIRS_SCHEMA, preserve_index=False)
+
+
+def machine_detail(label: Mapping[str, Any]) -> dict[str, Any]:
+    """A machine label as its pair's detail shows it; ``signals``, the triage's comma-joined signal names, as a list."""
+    shown = {name: value for name, value in label.items() if name not in ("task_type", "item_id", "signals")}
+    return {**shown, "signals": [s for s in str(label["signals"]).split(",") if s]}
 
 
 def spread(judgments: list[dict[str, Any]]) -> dict[str, Any]:
@@ -282,8 +280,3 @@ def _karpathy(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
         for sentence in image.get("sentences", []):
             texts[_COCO.caption(sentence["sentid"])] = sentence.get("raw") or " ".join(sentence.get("tokens", []))
     return texts, files
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar as the Python value JSON takes."""
-    return value.item() if hasattr(value, "item") else value

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import io
 import os
+import time
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi import Path as InPath
@@ -30,10 +33,15 @@ from crisscross.serve.security import HEADERS, RateLimiter, SecurityHeaders, con
 THUMBNAIL = 320  # pixels of a thumbnail's longer side
 MAX_ID = 256
 PLOTS = "plots"
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def create_browser(view: ReleaseView, images: str | None, *, rate_per_second: float = 200.0) -> SecurityHeaders:
-    """The page over ``view``; images are read from ``images`` (None: none are shown)."""
+def create_browser(
+    view: ReleaseView, images: str | None, *, hosts: Collection[str] = LOCAL_HOSTS, rate_per_second: float = 200.0
+) -> SecurityHeaders:
+    """The page over ``view``; images are read from ``images`` (None: none are shown).  A request
+    must name one of ``hosts`` in its Host header: a page elsewhere that points a host name of its
+    own at this machine (DNS rebinding) is refused, so only this machine's browser reads the release."""
     api = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, title="crisscross release browser")
     per_address = RateLimiter(rate_per_second, rate_per_second * 2)
     choices = view.choices()
@@ -44,9 +52,11 @@ def create_browser(view: ReleaseView, images: str | None, *, rate_per_second: fl
         return JSONResponse({"detail": first_problem(error)}, status_code=422)
 
     @api.middleware("http")
-    async def limit(request: Request, call_next: Any) -> Response:
-        import time
-
+    async def guard(request: Request, call_next: Any) -> Response:
+        named = host_of(request.headers.get("host", ""))
+        if named not in hosts:
+            detail = f"host {named or 'not given'} is not this page's: open it at 127.0.0.1, or start browse with --allow-host {named}"
+            return JSONResponse({"detail": detail[:300]}, status_code=400)
         if not per_address.allow(request.client.host if request.client else "unknown", time.monotonic()):
             return JSONResponse({"detail": "too many requests: slow down"}, status_code=429, headers={"Retry-After": "1"})
         response: Response = await call_next(request)
@@ -147,7 +157,15 @@ def create_browser(view: ReleaseView, images: str | None, *, rate_per_second: fl
     return SecurityHeaders(api, HEADERS)
 
 
-@lru_cache(maxsize=4096)
+def host_of(header: str) -> str:
+    """The host a Host header names, without its port (``[::1]:8001`` → ``::1``)."""
+    try:
+        return urlsplit(f"//{header}").hostname or ""
+    except ValueError:  # a port that is no number, an unclosed bracket
+        return ""
+
+
+@lru_cache(maxsize=1024)  # thumbnails are 10–30 kB: at most about 30 MB held
 def thumbnail(path: str, modified: int) -> bytes:
     """A JPEG of the image at most :data:`THUMBNAIL` pixels on its longer side (``modified``: a
     changed file is made anew), decoded under the pixel limit as every image the project reads."""

@@ -2,7 +2,9 @@
 
 As on the rater page, the script builds every element with ``textContent`` and ``setAttribute``;
 no value of the release (a caption, a rater's pseudonym, a reason) goes through ``innerHTML``.
-The filters and the open pair live in the address's query string, so a view is a link to share or reload.
+The filters, the page and the open pair live in the address's query string, so a view is a link
+to share or reload; paging keeps the filters last shown, and an answer overtaken by a newer request
+is dropped.
 """
 
 from __future__ import annotations
@@ -79,8 +81,20 @@ BROWSE_JS = r""""use strict";
   const $ = (id) => document.getElementById(id);
   const FIELDS = ["task_type", "split", "method", "labelled_by", "positive", "score_min", "score_max", "sort", "order"];
   const LIMIT = 50;
+  let applied = new URLSearchParams();  // the filters last shown: paging keeps them, whatever the form holds since
   let offset = 0;
   let total = 0;
+  let openKey = null;
+  let shown = 0;  // the latest page asked for: an older answer arriving late is dropped
+
+  function fail(error) { $("error").textContent = error.message; $("error").hidden = false; }
+
+  function address() {
+    const params = new URLSearchParams(applied);
+    if (offset > 0) params.set("offset", String(offset));
+    if (openKey !== null) params.set("pair", String(openKey));
+    history.replaceState(null, "", "?" + params.toString());
+  }
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -130,14 +144,14 @@ BROWSE_JS = r""""use strict";
 
   async function show(release) {
     $("error").hidden = true;
-    const params = query();
+    const params = new URLSearchParams(applied);
     params.set("offset", String(offset));
     params.set("limit", String(LIMIT));
-    history.replaceState(null, "", "?" + query().toString());
+    const asked = ++shown;
     let page;
-    try { page = await json("/api/pairs?" + params.toString()); } catch (error) {
-      $("error").textContent = error.message; $("error").hidden = false; return;
-    }
+    try { page = await json("/api/pairs?" + params.toString()); } catch (error) { fail(error); return; }
+    if (asked !== shown) return;
+    address();
     total = page.total;
     const body = $("pairs").tBodies[0];
     body.replaceChildren();
@@ -176,12 +190,14 @@ BROWSE_JS = r""""use strict";
   }
 
   async function openPair(key, release) {
-    const pair = await json("/api/pairs/" + key);
+    let pair;
+    try { pair = await json("/api/pairs/" + key); } catch (error) { fail(error); return; }
+    openKey = pair.key;
     const section = $("pair");
     section.replaceChildren();
     const close = el("button", "Close", "secondary close");
     close.setAttribute("type", "button");
-    close.addEventListener("click", () => { section.hidden = true; });
+    close.addEventListener("click", () => { section.hidden = true; openKey = null; address(); });
     section.appendChild(close);
     section.appendChild(el("h2", "Pair " + pair.key + ": " + pair.task_type + " (" + pair.labelled_by + ")"));
     section.appendChild(el("p", pair.item_id, "item"));
@@ -222,14 +238,12 @@ BROWSE_JS = r""""use strict";
         .setAttribute("id", "machine");
     }
     section.hidden = false;
-    const link = new URLSearchParams(window.location.search);
-    link.set("pair", String(pair.key));
-    history.replaceState(null, "", "?" + link.toString());
+    address();
   }
 
   function bins(scores) {
     const counts = [0, 0, 0, 0, 0, 0];
-    for (const s of scores) counts[Math.min(5, Math.floor(s + 0.5))] += 1;
+    for (const s of scores) counts[Math.max(0, Math.min(5, Math.floor(s + 0.5)))] += 1;
     return counts.map((n, i) => [String(i), n]);
   }
 
@@ -250,14 +264,16 @@ BROWSE_JS = r""""use strict";
     $("plots").open = release.plots.length > 0;
     const given = new URLSearchParams(window.location.search);
     for (const name of FIELDS) if (given.has(name)) $("f-" + name).value = given.get(name);
-    $("filters").addEventListener("submit", (event) => { event.preventDefault(); offset = 0; show(release); });
+    applied = query();
+    offset = /^[0-9]+$/.test(given.get("offset") || "") ? Number(given.get("offset")) : 0;
+    $("filters").addEventListener("submit", (event) => { event.preventDefault(); applied = query(); offset = 0; show(release); });
     $("prev").addEventListener("click", () => { offset = Math.max(0, offset - LIMIT); show(release); });
     $("next").addEventListener("click", () => { offset += LIMIT; show(release); });
     show(release);
     if (/^[0-9]+$/.test(given.get("pair") || "")) openPair(Number(given.get("pair")), release);
   }
 
-  start().catch((error) => { $("error").textContent = error.message; $("error").hidden = false; });
+  start().catch(fail);
 })();
 """
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,13 +68,14 @@ def pairs(release: Path) -> pd.DataFrame:
 def client(view: ReleaseView) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
-    with TestClient(create_browser(view, str(IMAGES))) as test_client:
+    with TestClient(create_browser(view, str(IMAGES), hosts={"testserver"})) as test_client:
         yield test_client
 
 
 def expected(pairs: pd.DataFrame, **filters: Any) -> pd.DataFrame:
-    """The release's pairs that ``filters`` (the API's query) keep, computed with pandas."""
-    keep = pd.Series(True, index=pairs.index)
+    """The release's pairs that ``filters`` (the API's query) keep, computed with pandas (every
+    pair of the demo release is the simulated panel's)."""
+    keep = pd.Series(filters.get("labelled_by") in (None, "simulated"), index=pairs.index)
     for column, name in (("task_type", "task_type"), ("split", "split"), ("sampling_method", "method")):
         if filters.get(name) is not None:
             keep &= pairs[column] == filters[name]
@@ -107,26 +109,36 @@ def test_the_first_page_counts_and_shows_the_release_as_its_tables_hold_it(clien
     assert all(side["text"] == texts[side["id"]] for row in sts for side in row["sides"])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SORTED_BY = {"release": None, "score": "agg_score", "spread": "std", "judgments": "n", "type": "task_type", "method": "sampling_method"}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     task_type=st.sampled_from([None, "STS", "SIS", "SITS", "VERIFY"]),
+    split=st.sampled_from([None, "test"]),
     method=st.sampled_from([None, "c2c_isim", "i2i_csim", "retrieved", "c2i_original"]),
+    labelled_by=st.sampled_from([None, "simulated", "people", "machine"]),
     positive=st.sampled_from([None, "yes", "no"]),
     score_min=st.sampled_from([None, 0.0, 1.5, 3.0]),
     score_max=st.sampled_from([None, 2.5, 4.0, 5.0]),
-    sort=st.sampled_from(["score", "spread", "judgments"]),
+    sort=st.sampled_from(sorted(SORTED_BY)),
     order=st.sampled_from(["asc", "desc"]),
+    offset=st.sampled_from([0, 1, 49, 50, 199, 3000, 6000]),
+    limit=st.sampled_from([1, 50, MAX_PAGE]),
 )
-def test_every_filter_and_sort_gives_the_rows_pandas_gives(client: Any, pairs: pd.DataFrame, **query: Any) -> None:
+def test_every_filter_sort_and_page_gives_the_rows_pandas_gives(client: Any, pairs: pd.DataFrame, **query: Any) -> None:
     asked = {k: v for k, v in query.items() if v is not None}
-    page = client.get("/api/pairs", params={**asked, "limit": MAX_PAGE}).json()
-    want = expected(pairs, **query)
+    page = client.get("/api/pairs", params=asked).json()
+    want = expected(pairs, **query).assign(key=lambda frame: frame.index)
     assert page["total"] == len(want)
-    column = {"score": "agg_score", "spread": "std", "judgments": "n"}[query["sort"]]
-    ordered = want.assign(key=want.index).sort_values(
-        [column, "key"], ascending=[query["order"] == "asc", True], na_position="last", kind="stable"
-    )
-    assert [r["item_id"] for r in page["rows"]] == ordered["item_id"].head(MAX_PAGE).tolist()
+    column = SORTED_BY[query["sort"]]
+    if column is not None:  # ties in the release's own order, as the page breaks them
+        want = want.sort_values([column, "key"], ascending=[query["order"] == "asc", True], na_position="last", kind="stable")
+    else:
+        want = want.sort_values("key", ascending=query["order"] == "asc", kind="stable")
+    window = want.iloc[query["offset"] : query["offset"] + query["limit"]]
+    assert [r["key"] for r in page["rows"]] == window["key"].tolist()
+    assert [r["item_id"] for r in page["rows"]] == window["item_id"].tolist()
 
 
 def test_a_pair_opens_with_every_judgment_and_their_spread(client: Any, release: Path) -> None:
@@ -140,6 +152,35 @@ def test_a_pair_opens_with_every_judgment_and_their_spread(client: Any, release:
     verify = client.get("/api/pairs", params={"task_type": "VERIFY", "limit": 1}).json()["rows"][0]
     answers = judgments[(judgments["item_id"] == verify["item_id"]) & (judgments["status"] == "kept")]["answer"].value_counts()
     assert client.get(f"/api/pairs/{verify['key']}").json()["spread"]["answers"] == dict(sorted(answers.items()))
+
+
+def test_a_request_naming_another_host_is_refused(client: Any) -> None:
+    """A page elsewhere that points a name of its own at this machine (DNS rebinding) reads nothing."""
+    response = client.get("/api/release", headers={"Host": "rebound.example:8001"})
+    assert response.status_code == 400 and "host rebound.example is not this page's" in response.json()["detail"]
+    assert all(response.headers[name] == value for name, value in HEADERS.items())
+    assert client.get("/api/release").status_code == 200
+
+
+def test_the_release_s_own_file_names_cannot_lead_out_of_the_images_folder(release: Path, tmp_path: Path) -> None:
+    """A Karpathy file name climbing out of the folder, and a link in the folder pointing out of it: neither is served."""
+    from fastapi.testclient import TestClient
+
+    hostile = tmp_path / "hostile"
+    shutil.copytree(release, hostile)
+    karpathy = hostile / "data" / "dataset_coco_cxc.json"
+    document = json.loads(karpathy.read_text(encoding="utf-8"))
+    climbing, linked = document["images"][0], document["images"][1]
+    climbing["filename"], climbing["filepath"] = "../outside.jpg", ""
+    karpathy.write_text(json.dumps(document), encoding="utf-8")
+    images = tmp_path / "images"
+    images.mkdir()
+    shutil.copy(IMAGES / linked["filename"], tmp_path / "outside.jpg")
+    (images / linked["filename"]).symlink_to(tmp_path / "outside.jpg")
+    with TestClient(create_browser(ReleaseView(hostile), str(images), hosts={"testserver"})) as client:
+        for image in (climbing, linked):
+            response = client.get("/api/image", params={"id": f"coco:img:{image['cocoid']}", "size": "full"})
+            assert response.status_code == 404 and "is not in the images folder" in response.json()["detail"]
 
 
 def test_images_come_from_the_folder_as_thumbnails_and_nothing_else_does(client: Any, release: Path) -> None:
@@ -193,6 +234,7 @@ def test_the_page_filters_pages_and_opens_a_pair_in_chromium(
         assert page.locator("#pairs tbody tr").count() == 50
         page.click("#next")
         expect(page.locator("#where")).to_have_text(f"51–100 of {len(pairs):,}")
+        assert page.url.endswith("&offset=50")  # the page is part of the link
         assert page.locator("#pairs tbody tr").first.get_attribute("data-key") == "50"
 
         page.select_option("#f-task_type", "SIS")
@@ -209,7 +251,7 @@ def test_the_page_filters_pages_and_opens_a_pair_in_chromium(
         }
         assert float(rows.first.locator("td.score").text_content()) == pytest.approx(want["agg_score"].iloc[0], abs=0.005)
         page.wait_for_function(FIRST_ROWS_IMAGES_LOADED)  # the rest load lazily, as they scroll into view
-        assert "task_type=SIS" in page.url  # the filtered view is a link
+        assert "task_type=SIS" in page.url and "offset" not in page.url  # a new filter starts at its first page
 
         rows.first.locator("button.open").click()
         page.wait_for_selector("#pair:not([hidden]) #judgments")
@@ -217,6 +259,7 @@ def test_the_page_filters_pages_and_opens_a_pair_in_chromium(
         page.evaluate("() => window.scrollTo(0, 0)")
         page.screenshot(path=str(shots / "browse.png"))
         key = int(rows.first.get_attribute("data-key"))
+        assert page.url.endswith(f"&pair={key}")
         opened = view.pair(key)
         assert opened is not None
         assert page.locator("#judgments tr").count() == len(opened["judgments"]) + 1  # and the header
@@ -244,3 +287,10 @@ def test_a_folder_that_is_no_release_or_no_images_folder_is_one_line_and_exit_2(
     assert cli(["browse", str(release), "--images", str(tmp_path / "nowhere")]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "--images" in error and "no such folder" in error
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        assert cli(["browse", str(release), "--port", str(taken.getsockname()[1])]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "cannot listen on 127.0.0.1:" in error and "choose another --port" in error
+    with pytest.raises(SystemExit) as usage:
+        cli(["browse", str(release), "--port", "70000"])
+    assert usage.value.code == 2 and "argument --port: invalid port_number value: '70000'" in capsys.readouterr().err
