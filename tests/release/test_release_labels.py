@@ -263,7 +263,7 @@ def test_the_browser_view_shows_machine_labels_beside_the_panels_pairs(
     for descending in (False, True):
         _, tail = view.page(Filters(sort="score", descending=descending, offset=len(pairs) - 2, limit=4))
         assert [r["labelled_by"] for r in tail] == ["simulated", "simulated", MACHINE, MACHINE]
-    assert view.page(Filters(score_min=0.0, limit=1))[0] == len(pairs)
+    assert view.page(Filters(score_min=0.0, limit=1))[0] == int(pairs["agg_score"].notna().sum())  # VERIFY answers, it has no scores
 
 
 def test_adding_machine_labels_is_a_minor_release(build: Path, triaged: tuple[Path, tuple[Path, Path]], tmp_path: Path) -> None:
