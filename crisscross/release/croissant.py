@@ -1,9 +1,10 @@
 """``croissant.json``: the release described in MLCommons Croissant, written with ``mlcroissant``.
 
 Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
-records); every CSV is also a ``RecordSet`` whose fields read its columns, so
-``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields the rows (a part's CSV under
-``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
+records); every Parquet table is also a ``RecordSet`` whose fields read its columns, typed as
+its Arrow schema types them, so ``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields
+the rows of ``data/sts_test.parquet`` (the CSV copies hold the same rows as text; a part's table
+under ``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
 (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many judgments per item; the description and the labels' record sets say how the labels
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+import pyarrow.parquet as pq
 
 from crisscross.campaign.triage import DECIDED_BY_MACHINE
 from crisscross.core.errors import InputError
@@ -67,7 +68,7 @@ class CroissantInputs:
     biases: Sequence[str]
     keywords: Sequence[str] = ()
     machine_tools: Sequence[str] = ()  # rai:machineAnnotationTools, when a machine assigned labels
-    descriptions: Mapping[str, str] = field(default_factory=dict)  # CSV file → its record set's description
+    descriptions: Mapping[str, str] = field(default_factory=dict)  # record set id → its description
 
 
 def metadata(
@@ -92,7 +93,7 @@ def metadata(
         mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
         for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
-    record_sets = [_record_set(folder, name, inputs.descriptions.get(name)) for name in files if name.endswith(".csv")]
+    record_sets = [_record_set(folder, name, inputs.descriptions.get(record_set_id(name))) for name in files if name.endswith(".parquet")]
     published = datetime.datetime.fromisoformat(inputs.date)
     return mlc.Metadata(
         name=inputs.name,
@@ -139,19 +140,27 @@ def record_set_id(name: str) -> str:
 
 
 def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordSet:
+    """A Parquet table's record set: one field per column, of its Arrow type (64-bit floats and
+    integers as such, so loaders keep every digit; a column with no values, Arrow's null type, is
+    text: the release's optional columns are)."""
     import mlcroissant as mlc
 
-    types = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # by numpy dtype kind
+    types = {
+        "double": mlc.DataType.FLOAT64,
+        "float": mlc.DataType.FLOAT32,
+        "int64": mlc.DataType.INT64,
+        "int32": mlc.DataType.INT32,
+        "bool": mlc.DataType.BOOL,
+    }
     stem = record_set_id(name)
-    frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
     fields = [
         mlc.Field(
-            id=f"{stem}/{column}",
-            name=column,
-            data_types=[types.get(frame[column].dtype.kind, mlc.DataType.TEXT)],
-            source=mlc.Source(file_object=name, extract=mlc.Extract(column=column)),
+            id=f"{stem}/{column.name}",
+            name=column.name,
+            data_types=[types.get(str(column.type), mlc.DataType.TEXT)],
+            source=mlc.Source(file_object=name, extract=mlc.Extract(column=column.name)),
         )
-        for column in frame.columns
+        for column in pq.read_schema(folder / name)
     ]
     return mlc.RecordSet(id=stem, name=stem, description=description, fields=fields)
 
@@ -211,9 +220,11 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         machine,
     ]
     machine_part = labels.machine_part(decided.parts)
-    descriptions = {f"{DATA}/{kind.lower()}_{split}.csv": line for kind, line in replication.items() for split in contents.splits}
-    if machine_part is not None:
-        descriptions.update({f"{DATA}/{machine_part.name}/{n}": text for n, text in machine_part.notes.items()})
+    descriptions = {f"{kind.lower()}_{split}": line for kind, line in replication.items() for split in contents.splits}
+    if machine_part is not None:  # a table's notes are its CSV's (the Parquet copy is "the same as" it)
+        descriptions.update(
+            {record_set_id(f"{DATA}/{machine_part.name}/{n}"): text for n, text in machine_part.notes.items() if n.endswith(".csv")}
+        )
     inputs = CroissantInputs(
         name=release_name(s.name, simulated),
         description=" ".join(filter(None, [s.description, *told])),

@@ -171,8 +171,8 @@ def test_croissant_validates_and_checks_sha256(cxc_release: tuple[Path, float], 
     assert metadata["rai:dataAnnotationPlatform"] and metadata["rai:annotationsPerItem"] and metadata["rai:dataAnnotationProtocol"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    (copy / "data" / "sts_test.csv").write_text("caption1,caption2,agg_score,sampling_method\n")
-    with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.csv\)") as failure:
+    pq.write_table(pq.read_table(copy / "data" / "sts_test.parquet").slice(1), copy / "data" / "sts_test.parquet")
+    with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.parquet\)") as failure:
         list(mlc.Dataset(jsonld=copy / "croissant.json").records("sts_test"))
     assert "hash of downloaded file" in str(failure.value.__cause__).lower()
     print(f"mlcroissant full validation: {seconds:.1f}s")
