@@ -3,8 +3,9 @@
 Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
 records); every Parquet table is also a ``RecordSet`` whose fields read its columns, typed as
 its Arrow schema types them, so ``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields
-the rows of ``data/sts_test.parquet`` (the CSV copies hold the same rows as text; a part's table
-under ``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
+the rows of ``data/sts_test.parquet`` (its CSV copy holds the same rows as text; a part's table
+under ``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``), and so is a CSV with no
+Parquet copy (``ATTRIBUTION.csv``, read as pandas types it); folders of one file per image
 (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many judgments per item; the description and the labels' record sets say how the labels
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from crisscross.campaign.triage import DECIDED_BY_MACHINE
@@ -93,7 +95,10 @@ def metadata(
         mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
         for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
-    record_sets = [_record_set(folder, name, inputs.descriptions.get(record_set_id(name))) for name in files if name.endswith(".parquet")]
+    tables = [
+        n for n in files if n.endswith(".parquet") or (n.endswith(".csv") and str(PurePosixPath(n).with_suffix(".parquet")) not in files)
+    ]
+    record_sets = [_record_set(folder, name, inputs.descriptions.get(record_set_id(name))) for name in tables]
     published = datetime.datetime.fromisoformat(inputs.date)
     return mlc.Metadata(
         name=inputs.name,
@@ -140,27 +145,34 @@ def record_set_id(name: str) -> str:
 
 
 def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordSet:
-    """A Parquet table's record set: one field per column, of its Arrow type (64-bit floats and
-    integers as such, so loaders keep every digit; a column with no values, Arrow's null type, is
-    text: the release's optional columns are)."""
+    """A table's record set: one field per column, of its Parquet file's Arrow type (64-bit floats
+    and integers as such, so loaders keep every digit; a column with no values, Arrow's null type,
+    is text: the release's optional columns are), or for a CSV with no Parquet copy
+    (``ATTRIBUTION.csv``) of the type pandas reads."""
     import mlcroissant as mlc
 
-    types = {
-        "double": mlc.DataType.FLOAT64,
-        "float": mlc.DataType.FLOAT32,
-        "int64": mlc.DataType.INT64,
-        "int32": mlc.DataType.INT32,
-        "bool": mlc.DataType.BOOL,
-    }
+    if name.endswith(".csv"):
+        kinds = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # numpy dtype kind
+        frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
+        columns = [(column, kinds.get(frame[column].dtype.kind, mlc.DataType.TEXT)) for column in frame.columns]
+    else:
+        types = {
+            "double": mlc.DataType.FLOAT64,
+            "float": mlc.DataType.FLOAT32,
+            "int64": mlc.DataType.INT64,
+            "int32": mlc.DataType.INT32,
+            "bool": mlc.DataType.BOOL,
+        }
+        columns = [(column.name, types.get(str(column.type), mlc.DataType.TEXT)) for column in pq.read_schema(folder / name)]
     stem = record_set_id(name)
     fields = [
         mlc.Field(
-            id=f"{stem}/{column.name}",
-            name=column.name,
-            data_types=[types.get(str(column.type), mlc.DataType.TEXT)],
-            source=mlc.Source(file_object=name, extract=mlc.Extract(column=column.name)),
+            id=f"{stem}/{column}",
+            name=column,
+            data_types=[data_type],
+            source=mlc.Source(file_object=name, extract=mlc.Extract(column=column)),
         )
-        for column in pq.read_schema(folder / name)
+        for column, data_type in columns
     ]
     return mlc.RecordSet(id=stem, name=stem, description=description, fields=fields)
 

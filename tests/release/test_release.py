@@ -282,7 +282,7 @@ def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_pat
     report = command.main(release_args(simulated, tmp_path / "demo-simulated", "--simulated", "--version", "1.0.0"))
     assert report["version"] == "1.0.0-simulated" and report["name"].endswith("simulated")
     card = (tmp_path / "demo-simulated" / "README.md").read_text()
-    assert card.splitlines()[2].startswith("> **SIMULATED**")
+    assert card.split("\n---\n", 1)[1].splitlines()[2].startswith("> **SIMULATED**")  # below the YAML header
     assert "<script>" not in card and "\\<script\\>" in card and "\\[x\\]" in card
 
 
