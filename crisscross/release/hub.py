@@ -71,9 +71,10 @@ def features(table: pa.Table) -> list[dict[str, Any]]:
 
 def hub_metadata(tables: Mapping[str, pa.Table]) -> dict[str, Any]:
     """``configs`` and ``dataset_info`` for tables keyed as :func:`crisscross.load_release` keys
-    them (``sts_test``, ``bison/triples``); ``pairs`` is the default config when present."""
+    them (``sts_test``, ``bison/triples``); ``pairs`` is the default config when present.  A table
+    without rows (no QC exclusions) is left out: ``load_dataset`` refuses a split with no data."""
     configs: dict[str, dict[str, str]] = {}
-    for key in sorted(tables):
+    for key in sorted(k for k, table in tables.items() if table.num_rows):  # datasets refuses a split with no rows
         config, split = config_of(key)
         configs.setdefault(config, {})[split] = key
     return {
