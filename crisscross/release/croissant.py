@@ -3,9 +3,10 @@
 Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
 records); every Parquet table is also a ``RecordSet`` whose fields read its columns, typed as
 its Arrow schema types them, so ``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields
-the rows of ``data/sts_test.parquet`` (its CSV copy holds the same rows as text; a part's table
-under ``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``), and so is a CSV with no
-Parquet copy (``ATTRIBUTION.csv``, read as pandas types it); folders of one file per image
+the rows of ``data/sts_test.parquet`` (a part's table under ``data/<part>/`` is ``<part>_<stem>``,
+e.g. ``bison_triples``); so is a CSV with no Parquet copy (``ATTRIBUTION.csv``) and a CSV of another
+shape than its Parquet file (CxC's ``sts_test.csv`` is ``sts_test_csv``), read as pandas types them;
+folders of one file per image
 (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many judgments per item; the description and the labels' record sets say how the labels
@@ -14,6 +15,7 @@ were obtained (:mod:`crisscross.release.labels`), machine labels apart.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import logging
@@ -95,10 +97,7 @@ def metadata(
         mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
         for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
-    tables = [
-        n for n in files if n.endswith(".parquet") or (n.endswith(".csv") and str(PurePosixPath(n).with_suffix(".parquet")) not in files)
-    ]
-    record_sets = [_record_set(folder, name, inputs.descriptions.get(record_set_id(name))) for name in tables]
+    record_sets = [_record_set(folder, name, set_id, inputs.descriptions.get(set_id)) for name, set_id in _tables(folder, files)]
     published = datetime.datetime.fromisoformat(inputs.date)
     return mlc.Metadata(
         name=inputs.name,
@@ -144,7 +143,25 @@ def record_set_id(name: str) -> str:
     return "_".join(parts[1:] if parts[0] == "data" and len(parts) > 1 else parts)
 
 
-def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordSet:
+def _tables(folder: Path, files: Sequence[str]) -> list[tuple[str, str]]:
+    """(file, record set id) of every table: each Parquet file; a CSV with no Parquet copy
+    (``ATTRIBUTION.csv``); a CSV of its own shape beside its Parquet file, the CxC files'
+    published ids and columns (``sts_test.csv`` → ``sts_test_csv``).  A CSV that is its Parquet
+    file's copy, same columns, has no record set of its own: the rows are the Parquet's."""
+    found = []
+    for name in files:
+        twin = str(PurePosixPath(name).with_suffix(".parquet"))
+        if name.endswith(".parquet") or (name.endswith(".csv") and twin not in files):
+            found.append((name, record_set_id(name)))
+        elif name.endswith(".csv"):
+            with (folder / name).open(newline="", encoding="utf-8") as handle:
+                header = next(csv.reader(handle), [])
+            if header != pq.read_schema(folder / twin).names:
+                found.append((name, f"{record_set_id(name)}_csv"))
+    return found
+
+
+def _record_set(folder: Path, name: str, stem: str, description: str | None) -> mlc.RecordSet:
     """A table's record set: one field per column, of its Parquet file's Arrow type (64-bit floats
     and integers as such, so loaders keep every digit; a column with no values, Arrow's null type,
     is text: the release's optional columns are), or for a CSV with no Parquet copy
@@ -164,7 +181,6 @@ def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordS
             "bool": mlc.DataType.BOOL,
         }
         columns = [(column.name, types.get(str(column.type), mlc.DataType.TEXT)) for column in pq.read_schema(folder / name)]
-    stem = record_set_id(name)
     fields = [
         mlc.Field(
             id=f"{stem}/{column}",

@@ -30,6 +30,10 @@ from crisscross.formats.manifest import DATA
 from crisscross.release.load import read_tables
 from crisscross.tasktypes import task_type, type_names
 
+# What the release declares for loaders, in its metadata fingerprint: a release built before (without
+# it, or with another) differs in metadata, so the next build is a patch release that carries the new
+# card header and record sets, not the previous release kept byte for byte.
+LOADERS = "Hugging Face configs in the card's YAML header; Croissant record sets over the Parquet tables"
 FULL = "full"  # the split of a table that holds every split of the release
 LABEL_COLUMNS = ("agg_label", "answer")
 DTYPES = {"string": "string", "large_string": "string", "null": "string", "double": "float64", "float": "float32", "bool": "bool"}

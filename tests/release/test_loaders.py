@@ -16,12 +16,16 @@ import torch
 import yaml
 from PIL import Image, ImageOps
 
+from crisscross.core import io
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published, split_id
-from crisscross.release.hub import hub_metadata
+from crisscross.formats.manifest import sums_text
+from crisscross.pipelines import release as command
+from crisscross.release.hub import LOADERS, hub_metadata
 from crisscross.release.pytorch import PairDataset
 from crisscross.tasktypes.verify import ANSWERS
 from tests.release.loaders import check_croissant, check_hugging_face, check_tfds, parquet_tables
+from tests.shared_builds import DEMO_SALT
 
 PROJECT = Path(__file__).resolve().parents[2]
 IMAGES = PROJECT / "data" / "demo" / "images"
@@ -151,3 +155,28 @@ def test_the_readme_loader_lines_run_on_the_demo_release(release: Path, tmp_path
     assert names["release"].version == "1.0.0-simulated" and len(names["sts"]) == rows["sts_test"] == len(names["records"])
     assert len(names["pairs"]) == rows["sits_test"] and isinstance(names["pairs"][0]["a"], str) and names["pairs"][0]["b"].ndim == 3
     assert len(names["tf_pairs"]) == rows["pairs"]
+
+
+def test_a_release_built_before_the_loaders_is_followed_by_a_patch_that_declares_them(
+    release: Path, demo_repro: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same pairs and settings, but a previous release without the loaders' declarations: the rebuild
+    is a patch carrying the header and record sets, not the previous release kept byte for byte."""
+    monkeypatch.setenv("CRISSCROSS_RELEASE_SALT", DEMO_SALT)
+    before = shutil.copytree(release, tmp_path / "before-simulated")
+    info = json.loads((before / "release.json").read_text(encoding="utf-8"))
+    assert info["metadata"].pop("loaders") == LOADERS
+    io.write_json(str(before / "release.json"), info)
+    (before / "SHA256SUMS").write_text(sums_text(before), encoding="utf-8")
+    build = demo_repro / "main" / "build"
+    rounds = ("", "sits/", "verify/")
+    report = command.main(
+        [
+            *("--rated", ",".join(str(build / f"{r}rated") for r in rounds)),
+            *("--judgments", ",".join(str(build / f"{r}judgments") for r in rounds)),
+            *("--items", str(build / "items"), "--previous", str(before), "--out", str(tmp_path / "after-simulated")),
+            *("--date", "2026-11-24", "--simulated", "--params", str(PROJECT / "params.yaml")),
+        ]
+    )
+    assert (report["version"], report["level"]) == ("1.0.1-simulated", "patch") and "metadata changed (loaders)" in report["reason"]
+    assert (tmp_path / "after-simulated" / "README.md").read_text(encoding="utf-8").startswith("---\nconfigs:\n")
