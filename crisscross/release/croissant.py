@@ -6,8 +6,7 @@ its Arrow schema types them, so ``mlcroissant.Dataset("croissant.json").records(
 the rows of ``data/sts_test.parquet`` (a part's table under ``data/<part>/`` is ``<part>_<stem>``,
 e.g. ``bison_triples``); so is a CSV with no Parquet copy (``ATTRIBUTION.csv``) and a CSV of another
 shape than its Parquet file (CxC's ``sts_test.csv`` is ``sts_test_csv``), read as pandas types them;
-folders of one file per image
-(Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
+folders of one file per image (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many judgments per item; the description and the labels' record sets say how the labels
 were obtained (:mod:`crisscross.release.labels`), machine labels apart.
@@ -164,8 +163,7 @@ def _tables(folder: Path, files: Sequence[str]) -> list[tuple[str, str]]:
 def _record_set(folder: Path, name: str, stem: str, description: str | None) -> mlc.RecordSet:
     """A table's record set: one field per column, of its Parquet file's Arrow type (64-bit floats
     and integers as such, so loaders keep every digit; a column with no values, Arrow's null type,
-    is text: the release's optional columns are), or for a CSV with no Parquet copy
-    (``ATTRIBUTION.csv``) of the type pandas reads."""
+    is text: the release's optional columns are), or for a CSV the type pandas reads."""
     import mlcroissant as mlc
 
     if name.endswith(".csv"):
