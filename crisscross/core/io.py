@@ -288,6 +288,18 @@ def absolute(path: str, root: str | None = None) -> str:
     return path if is_uri(path) else os.path.normpath(os.path.join(root or os.getcwd(), path))
 
 
+def confined(path: str, root: str) -> Path | None:
+    """``path`` as a file inside ``root`` (symlinks followed), or None when it leaves the folder,
+    names no file, or is not a local path: the rule for a file a user's name points to (an image
+    a rater is shown, an image a release's loader reads) that must not escape its folder."""
+    if "\0" in path or is_uri(path):
+        return None
+    resolved, base = os.path.realpath(path), os.path.realpath(root)
+    if not (resolved == base or resolved.startswith(base.rstrip("/") + "/")):
+        return None
+    return Path(resolved) if os.path.isfile(resolved) else None
+
+
 _SPEC = re.compile(r"^([a-z][a-z0-9-]*):(?!//)(.+)$")  # "cxc:<folder>", "release:<a>,<b>": a reader's name, then paths
 
 

@@ -5,6 +5,7 @@ Karpathy merge), ``card`` (``README.md`` and plots), ``croissant`` (``croissant.
 (COCO-BISON triples, Flickr30k Entities boxes and machine labels beside the rounds), ``labels``
 (how the labels were obtained: replication per task type, the machine's share), ``versions``
 (semantic versions, diffs, changelog), ``build`` (the whole release, staged and swapped in
-atomically), ``load`` (``crisscross.load_release``).  The CxC files and the manifest are formats
+atomically), ``load`` (``crisscross.load_release``); loaders for other libraries: ``hub`` (the
+card's Hugging Face configs and features), ``pytorch`` (``PairDataset``).  The CxC files and the manifest are formats
 (``crisscross.formats``).
 """

@@ -42,7 +42,7 @@ from crisscross.formats.manifest import (
     verify,
 )
 from crisscross.formats.verify import RELEASE_COLUMNS, verify_csv
-from crisscross.release import card, croissant, labels, merge
+from crisscross.release import card, croissant, hub, labels, merge
 from crisscross.release.contents import Contents, collect, cxc_rows, no_rounds, verify_maps
 from crisscross.release.load import Release, load_release
 from crisscross.release.parts import PARTS, Part, read_parts, units, write_part
@@ -318,6 +318,7 @@ def _card_inputs(request: ReleaseRequest, decided: Plan, root: Path, entry: str,
         sections=[card.Section(p.title, p.card, [f"{p.name}/{t}" for t in sorted(p.tables)], p.citation) for p in decided.parts],
         replication=tuple(replication.values()),
         machine_labels=machine,
+        front_matter=hub.front_matter(root),
     )
 
 

@@ -92,6 +92,7 @@ class CardInputs:
     sections: Sequence[Section] = ()  # the parts' sections (COCO-BISON, Flickr30k Entities, machine labels)
     replication: Sequence[str] = ()  # per task type, the replication its items had (release.labels.obtained)
     machine_labels: str = ""  # what a machine labelled, or that it labelled nothing; empty: no labels section
+    front_matter: str = ""  # the YAML header Hugging Face reads (release.hub), ``---`` lines included
 
 
 def plots(contents: Contents) -> dict[str, bytes]:
@@ -127,7 +128,7 @@ def positives_figure(pairs: pd.DataFrame, *, simulated: bool) -> Figure:
 def render(contents: Contents, inputs: CardInputs) -> str:
     simulated = contents.simulated or inputs.simulated
     pairs = contents.pairs
-    parts = [f"# {md(inputs.title)} {md(inputs.version)}", ""]
+    parts = [inputs.front_matter + f"# {md(inputs.title)} {md(inputs.version)}", ""]
     if simulated:
         parts += [BANNER, ""]
     parts += [f"Release `{inputs.name}` version `{inputs.version}` of {inputs.date}. {md(inputs.description)}", ""]

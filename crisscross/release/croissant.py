@@ -1,10 +1,12 @@
 """``croissant.json``: the release described in MLCommons Croissant, written with ``mlcroissant``.
 
 Every released file is a ``FileObject`` with its sha256 (``mlcroissant`` checks it when it loads
-records); every CSV is also a ``RecordSet`` whose fields read its columns, so
-``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields the rows (a part's CSV under
-``data/<part>/`` is ``<part>_<stem>``, e.g. ``bison_triples``); folders of one file per image
-(Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
+records); every Parquet table is also a ``RecordSet`` whose fields read its columns, typed as
+its Arrow schema types them, so ``mlcroissant.Dataset("croissant.json").records("sts_test")`` yields
+the rows of ``data/sts_test.parquet`` (a part's table under ``data/<part>/`` is ``<part>_<stem>``,
+e.g. ``bison_triples``); so is a CSV with no Parquet copy (``ATTRIBUTION.csv``) and a CSV of another
+shape than its Parquet file (CxC's ``sts_test.csv`` is ``sts_test_csv``), read as pandas types them;
+folders of one file per image (Flickr30k Entities' Sentences and Annotations) are ``FileSet``s.  The Responsible-AI
 fields say who rated (people or a simulated panel), with which instructions, on what platform and
 with how many judgments per item; the description and the labels' record sets say how the labels
 were obtained (:mod:`crisscross.release.labels`), machine labels apart.
@@ -12,6 +14,7 @@ were obtained (:mod:`crisscross.release.labels`), machine labels apart.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import json
 import logging
@@ -21,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from crisscross.campaign.triage import DECIDED_BY_MACHINE
 from crisscross.core.errors import InputError
@@ -67,7 +71,7 @@ class CroissantInputs:
     biases: Sequence[str]
     keywords: Sequence[str] = ()
     machine_tools: Sequence[str] = ()  # rai:machineAnnotationTools, when a machine assigned labels
-    descriptions: Mapping[str, str] = field(default_factory=dict)  # CSV file → its record set's description
+    descriptions: Mapping[str, str] = field(default_factory=dict)  # record set id → its description
 
 
 def metadata(
@@ -92,7 +96,7 @@ def metadata(
         mlc.FileSet(id=name, name=name, includes=[f"{name}/*.{suffix}"], encoding_formats=[encoding])
         for name, (suffix, encoding) in sorted((file_sets or {}).items())
     ]
-    record_sets = [_record_set(folder, name, inputs.descriptions.get(name)) for name in files if name.endswith(".csv")]
+    record_sets = [_record_set(folder, name, set_id, inputs.descriptions.get(set_id)) for name, set_id in _tables(folder, files)]
     published = datetime.datetime.fromisoformat(inputs.date)
     return mlc.Metadata(
         name=inputs.name,
@@ -138,20 +142,51 @@ def record_set_id(name: str) -> str:
     return "_".join(parts[1:] if parts[0] == "data" and len(parts) > 1 else parts)
 
 
-def _record_set(folder: Path, name: str, description: str | None) -> mlc.RecordSet:
+def _tables(folder: Path, files: Sequence[str]) -> list[tuple[str, str]]:
+    """(file, record set id) of every table: each Parquet file; a CSV with no Parquet copy
+    (``ATTRIBUTION.csv``); a CSV of its own shape beside its Parquet file, the CxC files'
+    published ids and columns (``sts_test.csv`` → ``sts_test_csv``).  A CSV that is its Parquet
+    file's copy, same columns, has no record set of its own: the rows are the Parquet's."""
+    found = []
+    for name in files:
+        twin = str(PurePosixPath(name).with_suffix(".parquet"))
+        if name.endswith(".parquet") or (name.endswith(".csv") and twin not in files):
+            found.append((name, record_set_id(name)))
+        elif name.endswith(".csv"):
+            with (folder / name).open(newline="", encoding="utf-8") as handle:
+                header = next(csv.reader(handle), [])
+            if header != pq.read_schema(folder / twin).names:
+                found.append((name, f"{record_set_id(name)}_csv"))
+    return found
+
+
+def _record_set(folder: Path, name: str, stem: str, description: str | None) -> mlc.RecordSet:
+    """A table's record set: one field per column, of its Parquet file's Arrow type (64-bit floats
+    and integers as such, so loaders keep every digit; a column with no values, Arrow's null type,
+    is text: the release's optional columns are), or for a CSV the type pandas reads."""
     import mlcroissant as mlc
 
-    types = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # by numpy dtype kind
-    stem = record_set_id(name)
-    frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
+    if name.endswith(".csv"):
+        kinds = {"f": mlc.DataType.FLOAT, "i": mlc.DataType.INTEGER, "u": mlc.DataType.INTEGER, "b": mlc.DataType.BOOL}  # numpy dtype kind
+        frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
+        columns = [(column, kinds.get(frame[column].dtype.kind, mlc.DataType.TEXT)) for column in frame.columns]
+    else:
+        types = {
+            "double": mlc.DataType.FLOAT64,
+            "float": mlc.DataType.FLOAT32,
+            "int64": mlc.DataType.INT64,
+            "int32": mlc.DataType.INT32,
+            "bool": mlc.DataType.BOOL,
+        }
+        columns = [(column.name, types.get(str(column.type), mlc.DataType.TEXT)) for column in pq.read_schema(folder / name)]
     fields = [
         mlc.Field(
             id=f"{stem}/{column}",
             name=column,
-            data_types=[types.get(frame[column].dtype.kind, mlc.DataType.TEXT)],
+            data_types=[data_type],
             source=mlc.Source(file_object=name, extract=mlc.Extract(column=column)),
         )
-        for column in frame.columns
+        for column, data_type in columns
     ]
     return mlc.RecordSet(id=stem, name=stem, description=description, fields=fields)
 
@@ -211,9 +246,11 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         machine,
     ]
     machine_part = labels.machine_part(decided.parts)
-    descriptions = {f"{DATA}/{kind.lower()}_{split}.csv": line for kind, line in replication.items() for split in contents.splits}
-    if machine_part is not None:
-        descriptions.update({f"{DATA}/{machine_part.name}/{n}": text for n, text in machine_part.notes.items()})
+    descriptions = {f"{kind.lower()}_{split}": line for kind, line in replication.items() for split in contents.splits}
+    if machine_part is not None:  # a table's notes are its CSV's (the Parquet copy is "the same as" it)
+        descriptions.update(
+            {record_set_id(f"{DATA}/{machine_part.name}/{n}"): text for n, text in machine_part.notes.items() if n.endswith(".csv")}
+        )
     inputs = CroissantInputs(
         name=release_name(s.name, simulated),
         description=" ".join(filter(None, [s.description, *told])),

@@ -54,12 +54,17 @@ def load_release(path: str | Path) -> Release:
         raise InputError(f"{root} is not a crisscross release folder (no {INFO} and {SUMS})")
     info = json.loads((root / INFO).read_text(encoding="utf-8"))
     data = root / DATA
-    tables = {_key(data, p): pq.read_table(p) for p in sorted([*data.glob("*.parquet"), *data.glob("*/*.parquet")])}
+    tables = read_tables(data)
     maps = {}
     for p in sorted(data.glob("*_to_*.json")):
         maps[PurePosixPath(p.name).stem] = json.loads(p.read_text(encoding="utf-8"))
     documents = {_key(data, p): json.loads(p.read_text(encoding="utf-8")) for p in sorted(data.glob("*/*.json"))}
     return Release(root, info, tables, maps, documents)
+
+
+def read_tables(data: Path) -> dict[str, pa.Table]:
+    """The Parquet tables of a ``data/`` folder and of its parts' folders, by key (``pairs``, ``bison/triples``)."""
+    return {_key(data, p): pq.read_table(p) for p in sorted([*data.glob("*.parquet"), *data.glob("*/*.parquet")])}
 
 
 def _key(data: Path, path: Path) -> str:

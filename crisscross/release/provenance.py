@@ -22,7 +22,7 @@ from crisscross.formats.manifest import (
     file_sha256,
     tree_sha256,
 )
-from crisscross.release import card, labels
+from crisscross.release import card, hub, labels
 from crisscross.release.request import Plan, ReleaseRequest, release_name
 
 
@@ -91,9 +91,14 @@ def input_hashes(request: ReleaseRequest) -> list[dict[str, Any]]:
 
 
 def metadata_fingerprint(request: ReleaseRequest) -> dict[str, Any]:
-    """Descriptive settings and the build params (without the release's own version, date, previous)."""
+    """Descriptive settings, the build params (without the release's own version, date, previous)
+    and what the release declares for loaders (``hub.LOADERS``)."""
     params = {k: v for k, v in request.params.items() if k != "release"}
-    return {**request.settings.metadata(), "build_params": json.loads(json.dumps(params, sort_keys=True, default=str))}
+    return {
+        **request.settings.metadata(),
+        "build_params": json.loads(json.dumps(params, sort_keys=True, default=str)),
+        "loaders": hub.LOADERS,
+    }
 
 
 def release_info(root: Path, request: ReleaseRequest, decided: Plan) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from crisscross.campaign.monitor import CampaignInputs, campaign_report
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
-from crisscross.core.io import is_uri
+from crisscross.core.io import confined, is_uri
 from crisscross.formats.schema import DEFAULT_RULES, JudgmentRules
 from crisscross.serve import assets
 from crisscross.serve.examples import worked_examples
@@ -55,7 +55,6 @@ from crisscross.serve.security import (
     BodyLimit,
     RateLimiter,
     SecurityHeaders,
-    confined,
     csrf_ok,
     csrf_token,
     first_problem,

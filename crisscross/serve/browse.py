@@ -26,9 +26,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 
 from crisscross.core.images import UnreadableImageError, load_rgb
+from crisscross.core.io import confined
 from crisscross.release.query import LABELLED_BY, MAX_PAGE, SORTS, Filters, ReleaseView
 from crisscross.serve import browse_assets
-from crisscross.serve.security import HEADERS, RateLimiter, SecurityHeaders, confined, first_problem
+from crisscross.serve.security import HEADERS, RateLimiter, SecurityHeaders, first_problem
 
 THUMBNAIL = 320  # pixels of a thumbnail's longer side
 MAX_ID = 256

@@ -1,6 +1,6 @@
 """The app's guards, each a small pure piece the app wires in: CSRF tokens, the same-origin check,
-a per-client rate limit, a request size limit, security headers on every response, and image
-paths confined to the image folder."""
+a per-client rate limit, a request size limit, security headers on every response, and the
+image folder shared by the items' paths (paths are confined to it by ``core.io.confined``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -160,17 +159,6 @@ async def _too_large(send: Send, max_bytes: int) -> None:
     body = f'{{"detail":"request body over {max_bytes} bytes"}}'.encode()
     await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
-
-
-def confined(path: str, root: str) -> Path | None:
-    """``path`` as a file inside ``root`` (symlinks followed), or None when it leaves the folder,
-    names no file, or is not a local path."""
-    if "\0" in path or "://" in path:
-        return None
-    resolved, base = os.path.realpath(path), os.path.realpath(root)
-    if not (resolved == base or resolved.startswith(base.rstrip("/") + "/")):
-        return None
-    return Path(resolved) if os.path.isfile(resolved) else None
 
 
 def image_root(paths: list[str]) -> str:

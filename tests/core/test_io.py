@@ -374,3 +374,15 @@ def test_json_documents_that_python_cannot_parse_are_one_line_errors() -> None:
             io.json_document(data, "f.json")
         assert len(str(raised.value).splitlines()) == 1
     assert io.json_document(b'{"a": [1]}', "f.json") == {"a": [1]}
+
+
+def test_confined_keeps_a_named_file_inside_its_folder(tmp_path: Path):
+    folder, outside = tmp_path / "images", tmp_path / "secret.jpg"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.jpg").write_bytes(b"x")
+    outside.write_bytes(b"x")
+    (folder / "link.jpg").symlink_to(outside)
+    assert io.confined(str(folder / "sub" / "a.jpg"), str(folder)) == (folder / "sub" / "a.jpg").resolve()
+    for name in ("../secret.jpg", "link.jpg", "sub", "absent.jpg", "a\0.jpg"):
+        assert io.confined(str(folder / name), str(folder)) is None, name
+    assert io.confined(str(outside), str(folder)) is None and io.confined("gs://bucket/a.jpg", "gs://bucket") is None

@@ -163,19 +163,26 @@ def test_karpathy_merge_follows_cxc_script(cxc_release: tuple[Path, float], shar
 
 def test_croissant_validates_and_checks_sha256(cxc_release: tuple[Path, float], tmp_path: Path) -> None:
     out, _ = cxc_release
+    assert set(validate(out / "croissant.json", record_limit=1)) >= {"pairs", "judgments", "raters"}  # every record set reads
     started = time.perf_counter()
-    counts = validate(out / "croissant.json")
+    dataset = mlc.Dataset(jsonld=out / "croissant.json")
+    counts = {
+        s: sum(1 for _ in dataset.records(s))
+        for s in ("sts_test", "sis_test", "sits_test", "sts_test_csv", "sis_test_csv", "sits_test_csv")
+    }
     seconds = time.perf_counter() - started
-    assert counts["sts_test"] == 44_045 and counts["sis_test"] == 46_719 and counts["sits_test"] == 44_833
+    assert counts["sts_test_csv"] == 44_045 and counts["sis_test_csv"] == 46_719 and counts["sits_test_csv"] == 44_833  # CxC's rows
+    info = json.loads((out / "release.json").read_text())
+    assert all(counts[f"{t.lower()}_test"] == info["summary"][t]["pairs"] for t in ("STS", "SIS", "SITS"))  # the Parquet tables: pairs
     metadata = json.loads((out / "croissant.json").read_text())
     assert metadata["rai:dataAnnotationPlatform"] and metadata["rai:annotationsPerItem"] and metadata["rai:dataAnnotationProtocol"]
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    (copy / "data" / "sts_test.csv").write_text("caption1,caption2,agg_score,sampling_method\n")
-    with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.csv\)") as failure:
+    pq.write_table(pq.read_table(copy / "data" / "sts_test.parquet").slice(1), copy / "data" / "sts_test.parquet")
+    with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.parquet\)") as failure:
         list(mlc.Dataset(jsonld=copy / "croissant.json").records("sts_test"))
     assert "hash of downloaded file" in str(failure.value.__cause__).lower()
-    print(f"mlcroissant full validation: {seconds:.1f}s")
+    print(f"mlcroissant, the CxC record sets read in full (Parquet and CSV): {seconds:.1f}s")
 
 
 def test_release_loads_and_evaluates_as_a_truth(cxc_release: tuple[Path, float]) -> None:
@@ -282,7 +289,7 @@ def test_simulated_build_needs_the_flag_and_is_labelled(simulated: Path, tmp_pat
     report = command.main(release_args(simulated, tmp_path / "demo-simulated", "--simulated", "--version", "1.0.0"))
     assert report["version"] == "1.0.0-simulated" and report["name"].endswith("simulated")
     card = (tmp_path / "demo-simulated" / "README.md").read_text()
-    assert card.splitlines()[2].startswith("> **SIMULATED**")
+    assert card.split("\n---\n", 1)[1].splitlines()[2].startswith("> **SIMULATED**")  # below the YAML header
     assert "<script>" not in card and "\\<script\\>" in card and "\\[x\\]" in card
 
 

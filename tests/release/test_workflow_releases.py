@@ -32,6 +32,7 @@ from crisscross.pipelines import release as command
 from crisscross.pipelines.cli import main as cli
 from crisscross.release.croissant import validate
 from crisscross.release.pseudonyms import PREFIX
+from tests.release.loaders import check_croissant, check_hugging_face, parquet_tables
 
 PROJECT = Path(__file__).resolve().parents[2]
 SALT = "workflow-release-salt-0123456789"
@@ -188,7 +189,7 @@ def test_bison_release_holds_the_triples_and_both_rounds(bison_release: Path, pr
     card = (bison_release / "README.md").read_text()
     assert "## COCO-BISON triples" in card and "Evaluating Text-to-Image Matching using Binary Image Selection ({BISON})" in card
     assert f"| triples accepted | {accepted:,} |" in card and "CHOOSE and VERIFY-TRIPLE are COCO-BISON's annotation rounds" in card
-    assert card.splitlines()[2].startswith("> **SIMULATED**")
+    assert card.split("\n---\n", 1)[1].splitlines()[2].startswith("> **SIMULATED**")  # below the YAML header
     counts = validate(bison_release / "croissant.json")
     assert counts["bison_triples"] == accepted
 
@@ -278,6 +279,23 @@ def test_entities_release_holds_the_files_and_tables(entities_release: Path, pro
     assert sets["data/entities/Annotations"]["includes"] == "data/entities/Annotations/*.xml"
     counts = validate(entities_release / "croissant.json")
     assert (counts["entities_boxes"], counts["entities_chains"], counts["ATTRIBUTION"]) == (report["boxes"], len(chains), 97)
+
+
+def test_hugging_face_and_croissant_give_the_parts_tables_row_for_row(bison_release: Path, entities_release: Path, tmp_path: Path) -> None:
+    """Every table of both releases through ``load_dataset`` and ``mlcroissant`` (``tests/release/loaders.py``):
+    a part's table is config ``<part>_<stem>`` (split ``full``); BISON's pairs hold CHOOSE, whose answers
+    are per item, so their labels stay strings."""
+    pytest.importorskip("datasets")
+    from datasets import Value, load_dataset
+
+    for release in (bison_release, entities_release):
+        rows = {key: table.num_rows for key, table in parquet_tables(release).items()}
+        assert check_hugging_face(release, tmp_path / "hf") == rows == check_croissant(release)
+    assert set(rows) == {"entities/boxes", "entities/chains"}
+    pairs = load_dataset(str(bison_release), "pairs", split="full", cache_dir=str(tmp_path / "hf"))
+    assert pairs.features["agg_label"] == Value("string") and {"CHOOSE", "VERIFY-TRIPLE"} == set(pairs["task_type"])
+    triples = load_dataset(str(bison_release), "bison_triples", split="full", cache_dir=str(tmp_path / "hf"))
+    assert triples.features["similarity"] == Value("float64") and triples["caption_text"][0]
 
 
 def test_a_tampered_entities_or_bison_file_fails_verify_naming_it(

@@ -13,9 +13,10 @@ from fastapi.testclient import TestClient
 
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.store import Store
+from crisscross.core.io import confined
 from crisscross.serve import assets
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE, AppConfig, Round, create_app
-from crisscross.serve.security import RateLimiter, confined
+from crisscross.serve.security import RateLimiter
 from tests.serve.round import MARKUP, Clock, RoundFiles, browser, make_app, tasks_table
 
 NOW = 1_800_000_000.0
