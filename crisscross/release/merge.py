@@ -120,3 +120,13 @@ def karpathy_merge(data: Path, request: ReleaseRequest, contents: Contents) -> d
         document = karpathy_document(images, captions)
     files = sorted(data.glob("sits_*.csv"))
     return merge_scores(document, read_sits_rows(files), request.settings.merge_splits)
+
+
+def karpathy_names(document: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """Caption id → text and image id → file name from a ``dataset_coco.json``-shaped document (a
+    release's ``dataset_coco_cxc.json``: the one file of a release that names both, read by its loaders and its browser)."""
+    texts, files = {}, {}
+    for image in document.get("images", []):
+        files[_COCO.image(image["cocoid"])] = str(image["filename"])
+        texts.update({_COCO.caption(s["sentid"]): str(s["raw"]) for s in image.get("sentences", [])})
+    return texts, files

@@ -24,23 +24,14 @@ import torch
 from torch.utils.data import Dataset
 
 from crisscross.core.errors import InputError
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, split_id
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, split_id
 from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.io import confined
 from crisscross.formats.manifest import DATA, MERGED
 from crisscross.release.load import load_release
+from crisscross.release.merge import karpathy_names
 
 PAIR_COLUMNS = ("item_id", "task_type", "id_a", "id_b", "agg_score", "positive")
-
-
-def karpathy_names(document: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """Caption id → text and image id → file name from a ``dataset_coco.json``-shaped document."""
-    coco = CocoIdScheme()
-    texts, files = {}, {}
-    for image in document.get("images", []):
-        files[coco.image(image["cocoid"])] = str(image["filename"])
-        texts.update({coco.caption(s["sentid"]): str(s["raw"]) for s in image.get("sentences", [])})
-    return texts, files
 
 
 def image_tensor(path: Path) -> torch.Tensor:

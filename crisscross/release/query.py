@@ -3,8 +3,8 @@
 People's and the simulated panel's pairs (``data/pairs.parquet``) and a triage's machine labels
 (``data/machine_labels/labels.parquet``) become one DuckDB table with who labelled each pair, so a
 page counts, filters, sorts and pages them in two queries however large the release (CxC's
-261,979 pairs: milliseconds).  Every value a caller gives reaches SQL as a bound parameter; a sort is a key of
-:data:`SORTS`, never text put into the statement.  Caption texts and image file names come from the
+261,979 pairs: milliseconds).  Every value a caller gives reaches SQL as a bound parameter; a sort
+is a key of :data:`SORTS`, never text put into the statement.  Caption texts and image file names come from the
 release's Karpathy-shaped ``dataset_coco_cxc.json`` where it has one; without it a caption is shown
 by its published id.
 """
@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crisscross.core.errors import InputError
-from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, CocoIdScheme, published, split_id
-from crisscross.formats.manifest import DATA, INFO, is_release
+from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published, split_id
+from crisscross.formats.manifest import DATA, INFO, MERGED, is_release
+from crisscross.release.merge import karpathy_names
 from crisscross.release.parts import MACHINE_LABELS
 
 PEOPLE, SIMULATED, MACHINE = "people", "simulated", "machine"
 LABELLED_BY = (PEOPLE, SIMULATED, MACHINE)
-KARPATHY = "dataset_coco_cxc.json"
 SORTS = {  # a page's sort key → the column it orders by (ties broken by ``key``, the release's own order)
     "release": "key",
     "score": "score",
@@ -74,7 +74,6 @@ _JUDGMENTS_SCHEMA = pa.schema(  # what a pair's detail shows of each judgment, a
 )
 MACHINE_DETAIL = ("task_type", "item_id", "score", "expected_score", "cut", "bound", "audited", "reason", "signals")
 FILTERED = {"task_type": "task_type", "split": "split", "method": "sampling_method", "labelled_by": "labelled_by"}  # filter → column
-_COCO = CocoIdScheme()
 
 
 @dataclass(frozen=True)
@@ -129,7 +128,8 @@ class ReleaseView:
             raise InputError(f"{root} is not a crisscross release folder (no {INFO} and SHA256SUMS): give a release's folder")
         self.path = root
         self.info: dict[str, Any] = json.loads((root / INFO).read_text(encoding="utf-8"))
-        self.texts, self.image_files = _karpathy(root / DATA / KARPATHY)
+        merged = root / DATA / MERGED
+        self.texts, self.image_files = karpathy_names(json.loads(merged.read_text(encoding="utf-8"))) if merged.is_file() else ({}, {})
         data = root / DATA
         machine_file = data / MACHINE_LABELS / "labels.parquet"
         machine = pq.read_table(machine_file).to_pandas() if machine_file.is_file() else None
@@ -212,7 +212,7 @@ class ReleaseView:
         """Where an image the release pairs may lie, relative to the images folder, most likely
         first; nothing for any other id, so no request names a file the release does not."""
         if canonical in self.image_files:
-            return self.image_files[canonical]
+            return (self.image_files[canonical],)
         if canonical.split(":")[1:2] != [IMAGE_KIND]:
             return ()
         known = self._one("SELECT count(*) FROM pairs WHERE id_a = ? OR id_b = ?", [canonical, canonical])[0]
@@ -264,19 +264,3 @@ def spread(judgments: list[dict[str, Any]]) -> dict[str, Any]:
         if j["answer"] is not None:
             answers[j["answer"]] = answers.get(j["answer"], 0) + 1
     return {"kept": len(kept), "scores": scores, "answers": dict(sorted(answers.items()))}
-
-
-def _karpathy(path: Path) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
-    """Caption texts and image file names by canonical id, from a Karpathy-shaped file (a file
-    as named, then under its ``filepath``: a flat folder and COCO's own layout both work)."""
-    if not path.is_file():
-        return {}, {}
-    document = json.loads(path.read_text(encoding="utf-8"))
-    texts, files = {}, {}
-    for image in document.get("images", []):
-        files[_COCO.image(image["cocoid"])] = tuple(
-            dict.fromkeys([image["filename"], f"{image.get('filepath', '')}/{image['filename']}".lstrip("/")])
-        )
-        for sentence in image.get("sentences", []):
-            texts[_COCO.caption(sentence["sentid"])] = sentence.get("raw") or " ".join(sentence.get("tokens", []))
-    return texts, files
