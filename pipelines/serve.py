@@ -39,7 +39,7 @@ from crisscross.aggregate.round import RoundSettings
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
 from crisscross.annotate.store import SessionPolicy, Store, open_store, redact
-from crisscross.campaign.monitor import CampaignInputs, campaign_report, machine_share
+from crisscross.campaign.monitor import QC_REFRESH, CampaignInputs, campaign_report, machine_share
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
 from crisscross.core.errors import InputError, UserError
@@ -69,6 +69,7 @@ class ServeSettings:
     signins_per_minute: float = setting(20.0, low=1.0)  # per client address
     session_idle_timeout: float = setting(SessionPolicy.idle, low=60.0)  # seconds without a request before a sign-in ends
     session_lifetime: float = setting(SessionPolicy.lifetime, low=60.0)  # seconds after sign-in a session ends, however used
+    qc_refresh: float = setting(QC_REFRESH, low=0.0)  # the operator page's QC report is rebuilt at most this often (seconds)
 
 
 class MissingExtra(UserError, ImportError):
@@ -178,6 +179,7 @@ def _app(flags: argparse.Namespace, load: bool) -> Any:
         sessions=SessionPolicy(settings.serve.session_idle_timeout, settings.serve.session_lifetime),
         public_url=flags.url,
         campaign=_campaign(flags, settings),
+        qc_refresh=settings.serve.qc_refresh,
     )
     round_ = Round.of(tasks, catalog, flags.images, settings.seed)
     absent = round_.absent_images()

@@ -52,6 +52,7 @@ from crisscross.tasktypes import type_names
 
 SCHEMA_VERSION = "3"
 # Each upgrade only adds tables, which init() creates: schema 2 the sessions, schema 3 the operators and their sessions.
+# Indexes are created by init() too (IF NOT EXISTS), on a database of any schema: adding one needs no new version.
 UPGRADES = {"1": SCHEMA_VERSION, "2": SCHEMA_VERSION}
 RATER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}", re.ASCII)
 _TABLES = (
@@ -61,6 +62,7 @@ _TABLES = (
         batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL, task_type TEXT NOT NULL,
         id_a TEXT NOT NULL, id_b TEXT NOT NULL, gold TEXT NOT NULL, PRIMARY KEY (batch_id, position))""",
     "CREATE INDEX IF NOT EXISTS tasks_item ON tasks (item_id)",
+    "CREATE INDEX IF NOT EXISTS tasks_item_kind ON tasks (item_id, task_type, gold)",  # covers Store.judged_items
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, size INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS assignments (
         batch_id TEXT NOT NULL, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL,
@@ -70,12 +72,16 @@ _TABLES = (
         rater TEXT NOT NULL, batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL,
         task_type TEXT NOT NULL, score DOUBLE PRECISION, answer TEXT, seconds DOUBLE PRECISION, time TEXT NOT NULL,
         UNIQUE (rater, item_id), UNIQUE (rater, batch_id, position))""",
+    # What the operator's figures count by (judgments per item, per clock hour) and a stop rule reads an item's judgments by.
+    "CREATE INDEX IF NOT EXISTS judgments_item ON judgments (item_id)",
+    "CREATE INDEX IF NOT EXISTS judgments_time ON judgments (time)",
     """CREATE TABLE IF NOT EXISTS sessions (
         id_hash TEXT PRIMARY KEY, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS sessions_rater ON sessions (rater)",
     "CREATE TABLE IF NOT EXISTS operators (name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS operator_sessions (
         id_hash TEXT PRIMARY KEY, operator TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS operator_sessions_operator ON operator_sessions (operator)",
     "CREATE TABLE IF NOT EXISTS closed_items (item_id TEXT PRIMARY KEY, reason TEXT NOT NULL, time TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS withheld (
         batch_id TEXT NOT NULL, rater TEXT NOT NULL, position INTEGER NOT NULL, PRIMARY KEY (batch_id, rater, position))""",
@@ -244,6 +250,29 @@ class TypeProgress:
     items: int  # rated items (gold left out)
     closed: int  # items closed early
     saved: int  # judgments the closed items were not asked for: ``replicas`` less those they got
+
+
+@dataclass(frozen=True)
+class JudgedItems:
+    """How many items of a task type have ``judgments`` judgments each (gold or rated, closed early or not)."""
+
+    task_type: str
+    gold: bool
+    closed: bool
+    judgments: int
+    items: int
+
+
+@dataclass(frozen=True)
+class JudgmentTimes:
+    """When judgments were made: how many there are, the first and latest times (ISO, as stored),
+    how many fall in a window ending now and how many in each of some time buckets."""
+
+    total: int
+    first: str | None
+    latest: str | None
+    recent: int  # in (now - window, now]
+    buckets: tuple[int, ...]  # in [start, start + width) for each start asked for
 
 
 class Store:
@@ -584,14 +613,46 @@ class Store:
         with self._transaction(write=False) as run:
             return dict(run("SELECT item_id, reason FROM closed_items ORDER BY item_id").fetchall())
 
-    def closures(self) -> list[dict[str, str]]:
-        """Every item closed early with its task type, reason and time, the latest first."""
+    def closures(self, limit: int | None = None) -> list[dict[str, str]]:
+        """Every item closed early (the latest ``limit`` of them) with its task type, reason and time, the latest first."""
         with self._transaction(write=False) as run:
             rows = run(
                 "SELECT c.item_id, MIN(t.task_type), c.reason, c.time FROM closed_items c JOIN tasks t ON t.item_id = c.item_id "
-                "GROUP BY c.item_id, c.reason, c.time ORDER BY c.time DESC, c.item_id"
+                "GROUP BY c.item_id, c.reason, c.time ORDER BY c.time DESC, c.item_id" + ("" if limit is None else " LIMIT ?"),
+                () if limit is None else (limit,),
             ).fetchall()
         return [dict(zip(("item_id", "task_type", "reason", "time"), row, strict=True)) for row in rows]
+
+    def judged_items(self) -> list[JudgedItems]:
+        """Every item loaded, counted by task type, gold or not, closed early or not and the number
+        of judgments it has (none included), in that order: what progress and spending are
+        counted from without reading the judgments themselves.  An item is gold when any batch
+        holds it as gold, as :meth:`gold` says."""
+        with self._transaction(write=False) as run:
+            rows = run(
+                """SELECT i.task_type, i.gold, CASE WHEN c.item_id IS NULL THEN 0 ELSE 1 END, COALESCE(j.n, 0), COUNT(*)
+                FROM (SELECT item_id, MIN(task_type) AS task_type, MAX(CASE WHEN gold IN (?, ?) THEN 1 ELSE 0 END) AS gold
+                      FROM tasks GROUP BY item_id) i
+                LEFT JOIN (SELECT item_id, COUNT(*) AS n FROM judgments GROUP BY item_id) j ON j.item_id = i.item_id
+                LEFT JOIN closed_items c ON c.item_id = i.item_id
+                GROUP BY i.task_type, i.gold, CASE WHEN c.item_id IS NULL THEN 0 ELSE 1 END, COALESCE(j.n, 0)
+                ORDER BY 1, 2, 3, 4""",
+                (GOLD_POSITIVE, GOLD_NEGATIVE),
+            ).fetchall()
+        return [JudgedItems(str(kind), bool(gold), bool(shut), int(n), int(items)) for kind, gold, shut, n, items in rows]
+
+    def judgment_times(self, now: float, window: float, starts: Sequence[float], width: float) -> JudgmentTimes:
+        """When judgments were made (:class:`JudgmentTimes`), counted on the time index: stored
+        times are ISO 8601 of one form (:func:`now_iso`, milliseconds, UTC), so they compare as
+        text as they do as times, and a bound cut to milliseconds keeps every comparison's answer."""
+        with self._transaction(write=False) as run:
+            total, first, latest = run("SELECT COUNT(*), MIN(time), MAX(time) FROM judgments").fetchone()
+            recent = run("SELECT COUNT(*) FROM judgments WHERE time > ? AND time <= ?", (now_iso(now - window), now_iso(now))).fetchone()[0]
+            buckets = tuple(
+                int(run("SELECT COUNT(*) FROM judgments WHERE time >= ? AND time < ?", (now_iso(s), now_iso(s + width))).fetchone()[0])
+                for s in starts
+            )
+        return JudgmentTimes(int(total), first, latest, int(recent), buckets)
 
     def progress(self, replicas: int, now: float, timeout: float) -> list[TypeProgress]:
         """Per task type: batches done (rated ``replicas`` times or closed), assigned (held or partly

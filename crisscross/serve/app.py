@@ -10,8 +10,9 @@ image folder), ``/static/*`` (the page's own CSS and JS; nothing loads from else
 
 Operators watch the campaign: ``/operator/signin`` and ``/operator/signout`` as above, with an
 operator's token; ``/operator`` (the operator page) and ``/api/operator/campaign`` (its figures,
-:func:`crisscross.campaign.monitor.campaign_report`, read from the store at each request; the page
-polls it).  The roles never mix: a rater's session is refused on the operator's routes and an
+:func:`crisscross.campaign.monitor.campaign_report`, counted by the store at each request, the raters'
+QC report rebuilt at most every ``AppConfig.qc_refresh`` seconds; the page polls it, less often when
+it answers slowly).  The roles never mix: a rater's session is refused on the operator's routes and an
 operator's on the rater's (403), and without a session they answer 401 (the pages redirect to sign-in).
 
 Bodies, paths and queries are parsed strictly (no coercion, every number bounded, unknown keys
@@ -41,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.store import OPERATOR, RATER, Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
-from crisscross.campaign.monitor import CampaignInputs, campaign_report
+from crisscross.campaign.monitor import QC_REFRESH, CampaignInputs, RaterReportCache, campaign_report
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
@@ -89,6 +90,7 @@ class AppConfig:
     sessions: SessionPolicy = field(default_factory=SessionPolicy)
     public_url: str | None = None  # the address raters reach (serve --url): its origin is the one POSTs must come from
     campaign: CampaignInputs = field(default_factory=CampaignInputs)  # what the operator page reads besides the store
+    qc_refresh: float = QC_REFRESH  # the operator page's QC report is rebuilt at most this often (seconds; monitor.RaterReportCache)
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
     @property
@@ -293,6 +295,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     per_address = RateLimiter(config.ip_rate_per_second, config.ip_rate_per_second * 2)
     signins = RateLimiter(config.signins_per_minute / 60.0, config.signins_per_minute)
     session_cookie = APIKeyCookie(name=cookie, auto_error=False, description="the session id sign-in sets (HttpOnly, SameSite=Strict)")
+    qc_report = RaterReportCache(config.qc_refresh)
 
     @api.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -459,7 +462,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     def campaign(name: Operator) -> dict[str, Any]:
         """The campaign's figures as the store holds them now."""
         now = config.clock()
-        figures = campaign_report(store, now, config.replicas, config.timeout, config.replication, config.campaign)
+        figures = campaign_report(store, now, config.replicas, config.timeout, config.replication, config.campaign, qc_report)
         return {"operator": name, **figures}
 
     @api.get("/static/{name}", responses={200: {"content": {"text/css": {}, "text/javascript": {}}}, **_errors(404, 422)})

@@ -413,8 +413,13 @@ ol.closures{margin:.5rem 0 0;padding-left:1.2rem;font-size:.88rem}
 
 OPERATOR_JS = """"use strict";
 // The operator page: /api/operator/campaign read every few seconds, every value set as text.
+// A slow answer spaces the polls out (SLOWER times its time, up to MOST_MS), as does a failing app,
+// so a busy server is not asked again before it has caught up.
 (function () {
   const EVERY_MS = 5000;
+  const MOST_MS = 60000;
+  const SLOWER = 10;
+  let failures = 0;
   const main = document.getElementById("campaign");
 
   function el(tag, attrs, children) {
@@ -548,6 +553,7 @@ OPERATOR_JS = """"use strict";
     fill("raters", [
       table(["rater", "type", "judgments", "gold passed", "agreement (leave-one-out)", "median time an item", "QC verdict"], rows, [2, 3, 4, 5]),
       note("The aggregate stage's rules (aggregate.rules); a statistic counts once it rests on enough judgments, so early verdicts are mild."),
+      note("Worked out at " + view.raters_as_of.slice(11, 19) + " UTC: the QC report is rebuilt at most once a minute as judgments come in.", "as_of"),
     ]);
   }
 
@@ -583,13 +589,21 @@ OPERATOR_JS = """"use strict";
 
   function showError(text) { document.getElementById("error").textContent = text; }
 
+  function again(took, failed) {
+    failures = failed ? failures + 1 : 0;
+    const wait = Math.round(Math.min(MOST_MS, Math.max(EVERY_MS * 2 ** Math.min(failures, 4), SLOWER * took)));
+    main.dataset.wait = String(wait);  // the next poll's delay, for tests
+    window.setTimeout(load, wait);
+  }
+
   async function load() {
+    const started = performance.now();
     let response;
     try {
       response = await fetch("/api/operator/campaign", {credentials: "same-origin", cache: "no-store"});
     } catch (e) {
       showError("The app did not answer; trying again.");
-      window.setTimeout(load, EVERY_MS);
+      again(performance.now() - started, true);
       return;
     }
     if (response.status === 401) { window.location.assign("/operator/signin"); return; }
@@ -597,7 +611,7 @@ OPERATOR_JS = """"use strict";
       let detail = "the app refused (" + response.status + ")";
       try { const body = await response.json(); if (typeof body.detail === "string") detail = body.detail; } catch (e) { /* not JSON */ }
       showError(detail);
-      if (response.status !== 403) window.setTimeout(load, EVERY_MS);
+      if (response.status !== 403) again(performance.now() - started, true);
       return;
     }
     const view = await response.json();
@@ -606,7 +620,8 @@ OPERATOR_JS = """"use strict";
     document.getElementById("updated").textContent = "updated " + view.time.slice(11, 19) + " UTC";
     summary(view); progress(view); pace(view); stops(view); machine(view); raters(view); budget(view);
     main.dataset.updated = view.time;  // what is on screen, for tests
-    window.setTimeout(load, EVERY_MS);
+    main.dataset.qc = view.raters_as_of;
+    again(performance.now() - started, false);
   }
 
   load();

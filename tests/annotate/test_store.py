@@ -228,3 +228,51 @@ def test_locations_choose_the_backend_and_passwords_never_show():
 def test_open_store_needs_an_existing_database(tmp_path: Path):
     with pytest.raises(Exception, match="no rater database"):
         open_store(str(tmp_path / "absent.sqlite"))
+
+
+def _rate_all(store: Store, raters: list[str], start: float, step: float, limit: int = 99) -> float:
+    """Each rater rates the batches they are given (at most ``limit``), one every ``step`` seconds from ``start``."""
+    now = start
+    for rater in raters:
+        for _ in range(limit):
+            if store.assignment(rater, now, 2, HOUR) is None:
+                break
+            batch_id, answers = answers_for(store, rater, now)
+            assert store.submit(rater, batch_id, answers, now, 2)
+            now += step
+    return now
+
+
+def test_the_counts_by_item_are_what_the_judgments_hold(store: Store):
+    _rate_all(store, ["ann", "bob"], NOW, 61.0, limit=3)
+    judgments, gold = store.judgments(), store.gold()
+    first_sts = next(j["item_id"] for j in judgments if j["task_type"] == "STS" and j["item_id"] not in gold)
+    store.close_items({first_sts: "threshold after 2: decided"}, NOW)
+    counts = store.judged_items()
+    per_item: dict[str, int] = {}
+    for j in judgments:
+        per_item[j["item_id"]] = per_item.get(j["item_id"], 0) + 1
+    kinds = {r["item_id"]: r["task_type"] for r in tasks_table().to_pylist()}
+    expected: dict[tuple[str, bool, bool, int], int] = {}
+    for item, kind in kinds.items():
+        key = (kind, item in gold, item == first_sts, per_item.get(item, 0))
+        expected[key] = expected.get(key, 0) + 1
+    assert {(c.task_type, c.gold, c.closed, c.judgments): c.items for c in counts} == expected
+    assert sum(c.judgments * c.items for c in counts) == len(judgments)
+    assert any(c.closed for c in counts) and any(c.gold for c in counts) and any(c.judgments == 0 for c in counts)
+
+
+def test_the_times_are_counted_as_the_judgments_hold_them(store: Store):
+    from datetime import datetime
+
+    end = _rate_all(store, ["ann", "bob", "cy"], NOW - 2 * HOUR, 600.0)
+    stamps = [datetime.fromisoformat(j["time"]).timestamp() for j in store.judgments()]
+    starts = [NOW - 3 * HOUR, NOW - 2 * HOUR, NOW - HOUR, NOW]
+    for now in (end, end - 0.0005, NOW - 1234.5678):
+        times = store.judgment_times(now, HOUR, starts, HOUR)
+        assert times.total == len(stamps) and times.first == min(j["time"] for j in store.judgments())
+        assert times.latest == max(j["time"] for j in store.judgments())
+        assert times.recent == sum(1 for s in stamps if now - HOUR < s <= now)
+        assert times.buckets == tuple(sum(1 for s in stamps if b <= s < b + HOUR) for b in starts)
+    assert sum(store.judgment_times(end, HOUR, starts, HOUR).buckets) == len(stamps) > 0
+
