@@ -147,13 +147,9 @@ details.instructions summary{cursor:pointer;font-weight:600}
 .done{font-size:1.1rem}
 """
 
-RATER_JS = """"use strict";
-(function () {
-  const app = document.getElementById("app");
-  let view = null;   // the server's answer to /api/batch
-  let state = null;  // {index, answers[], seconds[], shownAt}
-
-  function el(tag, attrs, children) {
+# Both pages' scripts build every element with this: attributes one by one (``text`` as textContent,
+# never HTML), children appended, a null child (a section a batch lacks) left out.
+_EL_JS = """  function el(tag, attrs, children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (key === "text") node.textContent = value;
@@ -163,7 +159,18 @@ RATER_JS = """"use strict";
     for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
     return node;
   }
+"""
 
+RATER_JS = (
+    """"use strict";
+(function () {
+  const app = document.getElementById("app");
+  let view = null;   // the server's answer to /api/batch
+  let state = null;  // {index, answers[], seconds[], shownAt}
+
+"""
+    + _EL_JS
+    + """
   async function load() {
     const response = await fetch("/api/batch", {credentials: "same-origin", cache: "no-store"});
     if (response.status === 401) { window.location.assign("/signin"); return; }
@@ -364,6 +371,7 @@ RATER_JS = """"use strict";
   load();
 })();
 """
+)
 
 OPERATOR_HTML = (
     _HEAD.format(title="Campaign — crisscross", more='\n<link rel="stylesheet" href="/static/operator.css">')
@@ -411,7 +419,8 @@ tr.excluded th,tr.excluded td{background:#fdf0f0}
 ol.closures{margin:.5rem 0 0;padding-left:1.2rem;font-size:.88rem}
 """
 
-OPERATOR_JS = """"use strict";
+OPERATOR_JS = (
+    """"use strict";
 // The operator page: /api/operator/campaign read every few seconds, every value set as text.
 // A slow answer spaces the polls out (SLOWER times its time, up to MOST_MS), as does a failing app,
 // so a busy server is not asked again before it has caught up.
@@ -422,17 +431,9 @@ OPERATOR_JS = """"use strict";
   let failures = 0;
   const main = document.getElementById("campaign");
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "text") node.textContent = value;
-      else if (key === "class") node.className = value;
-      else node.setAttribute(key, value);
-    }
-    for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
-    return node;
-  }
-
+"""
+    + _EL_JS
+    + """
   // Numbers as the tests read them back: thousands with commas, fixed decimals.
   function int(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
   function fixed(x, digits) {
@@ -627,6 +628,7 @@ OPERATOR_JS = """"use strict";
   load();
 })();
 """
+)
 
 # name → (body, media type) for /static/<name>
 STATIC: dict[str, tuple[str, str]] = {
