@@ -411,6 +411,24 @@ class Store:
                 run(f"INSERT INTO {role.people} (name, token_hash, created) VALUES (?, ?, ?)", (name, token_hash(token), now_iso(created)))
         return token
 
+    def remove_rater(self, name: str) -> None:
+        """Rater ``name`` signs in no more: their token and sessions are gone and the batch they
+        hold goes to the next rater who asks; the judgments they made stay."""
+        self._remove_person(ROLES[RATER], name)
+        with self._transaction(lock=True) as run:
+            run("UPDATE assignments SET released = 1 WHERE rater = ? AND submitted IS NULL AND released = 0", (name,))
+
+    def remove_operator(self, name: str) -> None:
+        """Operator ``name`` signs in no more: their token and sessions are gone."""
+        self._remove_person(ROLES[OPERATOR], name)
+
+    def _remove_person(self, role: Role, name: str) -> None:
+        with self._transaction() as run:
+            if not run(f"SELECT 1 FROM {role.people} WHERE name = ?", (name,)).fetchall():
+                raise StoreError(f"no {role.name} {name!r} in {redact(self.location)}")
+            run(f"DELETE FROM {role.sessions} WHERE {role.owner} = ?", (name,))
+            run(f"DELETE FROM {role.people} WHERE name = ?", (name,))
+
     def rater_of(self, token: str) -> str | None:
         """The rater a token signs in, compared in constant time; None for any other token."""
         return self._holder(ROLES[RATER], token)

@@ -276,3 +276,23 @@ def test_the_times_are_counted_as_the_judgments_hold_them(store: Store):
         assert times.buckets == tuple(sum(1 for s in stamps if b <= s < b + HOUR) for b in starts)
     assert sum(store.judgment_times(end, HOUR, starts, HOUR).buckets) == len(stamps) > 0
 
+
+def test_removing_a_person_ends_their_sign_in_and_keeps_their_judgments(store: Store):
+    from crisscross.annotate.store import OPERATOR, SessionPolicy
+
+    policy = SessionPolicy()
+    token, boss = store.add_rater("ann", NOW), store.add_operator("boss", NOW)
+    batch_id, answers = answers_for(store, "ann")
+    assert store.submit("ann", batch_id, answers, NOW, 2)
+    held = store.assignment("ann", NOW, 2, HOUR)
+    session, boss_session = store.open_session("ann", NOW, policy), store.open_session("boss", NOW, policy, OPERATOR)
+    store.remove_rater("ann")
+    assert store.rater_of(token) is None and store.session_rater(session, NOW, policy) is None
+    assert len(store.judgments()) == len(answers) and store.operator_of(boss) == "boss"
+    assert store.assignment("bob", NOW, 1, HOUR).batch_id == held.batch_id  # the batch ann held goes on to others
+    store.remove_operator("boss")
+    assert store.operator_of(boss) is None and store.session_operator(boss_session, NOW, policy) is None
+    for remove, name in ((store.remove_rater, "ann"), (store.remove_operator, "boss"), (store.remove_rater, "boss")):
+        with pytest.raises(StoreError, match=f"no (rater|operator) '{name}'"):
+            remove(name)
+    assert store.add_rater("ann", NOW) != token  # the name can be given a new link
