@@ -62,7 +62,6 @@ _TABLES = (
         batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL, task_type TEXT NOT NULL,
         id_a TEXT NOT NULL, id_b TEXT NOT NULL, gold TEXT NOT NULL, PRIMARY KEY (batch_id, position))""",
     "CREATE INDEX IF NOT EXISTS tasks_item ON tasks (item_id)",
-    "CREATE INDEX IF NOT EXISTS tasks_item_kind ON tasks (item_id, task_type, gold)",  # covers Store.judged_items
     "CREATE TABLE IF NOT EXISTS batches (batch_id TEXT PRIMARY KEY, task_type TEXT NOT NULL, size INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS assignments (
         batch_id TEXT NOT NULL, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL,
@@ -72,8 +71,11 @@ _TABLES = (
         rater TEXT NOT NULL, batch_id TEXT NOT NULL, position INTEGER NOT NULL, item_id TEXT NOT NULL,
         task_type TEXT NOT NULL, score DOUBLE PRECISION, answer TEXT, seconds DOUBLE PRECISION, time TEXT NOT NULL,
         UNIQUE (rater, item_id), UNIQUE (rater, batch_id, position))""",
-    # What the operator's figures count by (judgments per item, per clock hour) and a stop rule reads an item's judgments by.
-    "CREATE INDEX IF NOT EXISTS judgments_item ON judgments (item_id)",
+    # What the operator's figures count by (judgments per item, per type, per clock hour), each read alone without the
+    # table's rows (a count per type over CxC's 1.3 million judgments: 0.25 s on the table, 0.05 s on its index); the item
+    # index is also what a stop rule reads an item's judgments by.
+    "CREATE INDEX IF NOT EXISTS judgments_item_kind ON judgments (item_id, task_type)",
+    "CREATE INDEX IF NOT EXISTS judgments_type ON judgments (task_type)",
     "CREATE INDEX IF NOT EXISTS judgments_time ON judgments (time)",
     """CREATE TABLE IF NOT EXISTS sessions (
         id_hash TEXT PRIMARY KEY, rater TEXT NOT NULL, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)""",
@@ -642,29 +644,37 @@ class Store:
         return [dict(zip(("item_id", "task_type", "reason", "time"), row, strict=True)) for row in rows]
 
     def judged_items(self) -> list[JudgedItems]:
-        """Every item loaded, counted by task type, gold or not, closed early or not and the number
-        of judgments it has (none included), in that order: what progress and spending are
-        counted from without reading the judgments themselves.  An item is gold when any batch
-        holds it as gold, as :meth:`gold` says."""
+        """The items judged or closed early, counted by task type, gold or not, closed or not and the
+        number of judgments each has, in that order: what progress and spending are counted from
+        without reading the judgments themselves (one pass over the judgments' item index).  An
+        item is gold when any batch holds it as gold, as :meth:`gold` says; an item neither judged
+        nor closed is left out (it counts towards nothing done or spent)."""
+        shut = "CASE WHEN c.item_id IS NULL THEN 0 ELSE 1 END"
         with self._transaction(write=False) as run:
             rows = run(
-                """SELECT i.task_type, i.gold, CASE WHEN c.item_id IS NULL THEN 0 ELSE 1 END, COALESCE(j.n, 0), COUNT(*)
-                FROM (SELECT item_id, MIN(task_type) AS task_type, MAX(CASE WHEN gold IN (?, ?) THEN 1 ELSE 0 END) AS gold
-                      FROM tasks GROUP BY item_id) i
-                LEFT JOIN (SELECT item_id, COUNT(*) AS n FROM judgments GROUP BY item_id) j ON j.item_id = i.item_id
-                LEFT JOIN closed_items c ON c.item_id = i.item_id
-                GROUP BY i.task_type, i.gold, CASE WHEN c.item_id IS NULL THEN 0 ELSE 1 END, COALESCE(j.n, 0)
+                f"""SELECT j.task_type, CASE WHEN g.item_id IS NULL THEN 0 ELSE 1 END, {shut}, j.n, COUNT(*)
+                FROM (SELECT item_id, MIN(task_type) AS task_type, COUNT(*) AS n FROM judgments GROUP BY item_id) j
+                LEFT JOIN (SELECT DISTINCT item_id FROM tasks WHERE gold IN (?, ?)) g ON g.item_id = j.item_id
+                LEFT JOIN closed_items c ON c.item_id = j.item_id
+                GROUP BY j.task_type, CASE WHEN g.item_id IS NULL THEN 0 ELSE 1 END, {shut}, j.n
+                UNION ALL
+                SELECT i.task_type, 0, 1, 0, COUNT(*)
+                FROM (SELECT c.item_id, MIN(t.task_type) AS task_type FROM closed_items c JOIN tasks t ON t.item_id = c.item_id
+                      WHERE NOT EXISTS (SELECT 1 FROM judgments j WHERE j.item_id = c.item_id) GROUP BY c.item_id) i
+                GROUP BY i.task_type
                 ORDER BY 1, 2, 3, 4""",
                 (GOLD_POSITIVE, GOLD_NEGATIVE),
             ).fetchall()
-        return [JudgedItems(str(kind), bool(gold), bool(shut), int(n), int(items)) for kind, gold, shut, n, items in rows]
+        return [JudgedItems(str(kind), bool(gold), bool(closed), int(n), int(items)) for kind, gold, closed, n, items in rows]
 
     def judgment_times(self, now: float, window: float, starts: Sequence[float], width: float) -> JudgmentTimes:
         """When judgments were made (:class:`JudgmentTimes`), counted on the time index: stored
         times are ISO 8601 of one form (:func:`now_iso`, milliseconds, UTC), so they compare as
         text as they do as times, and a bound cut to milliseconds keeps every comparison's answer."""
         with self._transaction(write=False) as run:
-            total, first, latest = run("SELECT COUNT(*), MIN(time), MAX(time) FROM judgments").fetchone()
+            total = run("SELECT COUNT(*) FROM judgments").fetchone()[0]  # apart: MIN and MAX alone each read one index entry
+            first = run("SELECT MIN(time) FROM judgments").fetchone()[0]
+            latest = run("SELECT MAX(time) FROM judgments").fetchone()[0]
             recent = run("SELECT COUNT(*) FROM judgments WHERE time > ? AND time <= ?", (now_iso(now - window), now_iso(now))).fetchone()[0]
             buckets = tuple(
                 int(run("SELECT COUNT(*) FROM judgments WHERE time >= ? AND time < ?", (now_iso(s), now_iso(s + width))).fetchone()[0])

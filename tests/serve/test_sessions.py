@@ -126,7 +126,7 @@ def test_signing_in_again_ends_the_session_the_browser_had(store: Store, round_f
 # What each earlier schema lacks: its upgrade only adds these tables.
 ADDED_SINCE = {"1": ("sessions", "operators", "operator_sessions"), "2": ("operators", "operator_sessions")}
 # Indexes added to tables every schema has: init() creates them on a database of any schema.
-LATER_INDEXES = ("judgments_item", "judgments_time", "tasks_item_kind")
+LATER_INDEXES = ("judgments_item_kind", "judgments_type", "judgments_time")
 
 
 def _indexes(store: Store) -> set[str]:
