@@ -554,7 +554,7 @@ OPERATOR_JS = (
     fill("raters", [
       table(["rater", "type", "judgments", "gold passed", "agreement (leave-one-out)", "median time an item", "QC verdict"], rows, [2, 3, 4, 5]),
       note("The aggregate stage's rules (aggregate.rules); a statistic counts once it rests on enough judgments, so early verdicts are mild."),
-      note("Worked out at " + view.raters_as_of.slice(11, 19) + " UTC: the QC report is rebuilt at most once a minute as judgments come in.", "as_of"),
+      note("Worked out at " + view.raters_as_of.slice(11, 19) + " UTC: the QC report is rebuilt as judgments come in, not at every poll.", "as_of"),
     ]);
   }
 
