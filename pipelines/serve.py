@@ -9,6 +9,8 @@
     prints a rater's sign-in link (the token is shown once; the database keeps its hash);
 ``crisscross serve add-operator NAME --db DB [--url URL] [--new-token]``
     prints an operator's sign-in link to the operator page, likewise;
+``crisscross serve remove-rater NAME --db DB``, ``crisscross serve remove-operator NAME --db DB``
+    end the person's sessions and make their link sign nobody in (a rater's judgments stay);
 ``crisscross serve status --db DB [--plan DIR] [--triage DIR]``
     what the operator page shows, as text (:mod:`crisscross.campaign.monitor`): progress per task
     type (batches done / assigned / open, against the plan, items closed early and the judgments
@@ -32,14 +34,15 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from crisscross.aggregate.quality import QualityRules
 from crisscross.aggregate.round import RoundSettings
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.exports import batches
-from crisscross.annotate.store import SessionPolicy, Store, open_store, redact
-from crisscross.campaign.monitor import CampaignInputs, campaign_report, machine_share
+from crisscross.annotate.store import OPERATOR, RATER, SessionPolicy, Store, open_store, redact
+from crisscross.campaign.monitor import QC_REFRESH, CampaignInputs, campaign_report, machine_share
 from crisscross.campaign.replication import FIXED, ReplicationSettings
 from crisscross.core import io
 from crisscross.core.errors import InputError, MissingExtra
@@ -52,7 +55,9 @@ from crisscross.pipelines.stage import load_params, require
 from crisscross.serve.security import origin_of
 
 STAGE = Stage(
-    name="serve", order=170, description="tasks → the rater app (CxC / ECCV interfaces, an operator page); add-rater, add-operator, status"
+    name="serve",
+    order=170,
+    description="tasks → the rater app (CxC / ECCV interfaces, an operator page); add-/remove-rater, add-/remove-operator, status",
 )
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -69,6 +74,7 @@ class ServeSettings:
     signins_per_minute: float = setting(20.0, low=1.0)  # per client address
     session_idle_timeout: float = setting(SessionPolicy.idle, low=60.0)  # seconds without a request before a sign-in ends
     session_lifetime: float = setting(SessionPolicy.lifetime, low=60.0)  # seconds after sign-in a session ends, however used
+    qc_refresh: float = setting(QC_REFRESH, low=0.0)  # the operator page's QC report is rebuilt at most this often (seconds)
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,7 @@ def _app(flags: argparse.Namespace, load: bool) -> Any:
         sessions=SessionPolicy(settings.serve.session_idle_timeout, settings.serve.session_lifetime),
         public_url=flags.url,
         campaign=_campaign(flags, settings),
+        qc_refresh=settings.serve.qc_refresh,
     )
     round_ = Round.of(tasks, catalog, flags.images, settings.seed)
     absent = round_.absent_images()
@@ -225,28 +232,70 @@ def run_server(argv: list[str]) -> None:
     )
 
 
-def _add_person(argv: list[str], role: str, page: str, add: Callable[[Store, str, float, bool], str]) -> None:
+@dataclass(frozen=True)
+class People:
+    """The commands for one of the store's roles (``annotate/store.ROLES``): what their link opens,
+    what their name is, how the store adds and removes one of them."""
+
+    role: str
+    page: str  # the sign-in page their link opens
+    name_help: str
+    does: str  # what they do in the app, for the commands' help
+    kept: str  # what stays of them once removed
+    add: Callable[[Store, str, float, bool], str]
+    remove: Callable[[Store, str], None]
+
+
+PEOPLE: dict[str, People] = {
+    RATER: People(
+        RATER,
+        "/signin",
+        "the rater's name (their worker id in the judgments)",
+        "rate batches",
+        "the judgments they made stay; the batch they hold goes to the next rater",
+        Store.add_rater,
+        Store.remove_rater,
+    ),
+    OPERATOR: People(
+        OPERATOR,
+        "/operator/signin",
+        "the operator's name",
+        "watch the campaign on the operator page, and never rate",
+        "nothing: operators write nothing but their sessions",
+        Store.add_operator,
+        Store.remove_operator,
+    ),
+}
+
+
+def _add_person(people: People, argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
-        prog=f"crisscross serve add-{role}", description=f"Create the {role} NAME and print their sign-in link."
+        prog=f"crisscross serve add-{people.role}",
+        description=f"Create the {people.role} NAME, who may {people.does}, and print their sign-in link.",
     )
-    parser.add_argument("name", help=f"the {role}'s name" + (" (their worker id in the judgments)" if role == "rater" else ""))
+    parser.add_argument("name", help=people.name_help)
     parser.add_argument("--url", default=DEFAULT_URL, help=f"the app's address as they reach it (default {DEFAULT_URL})")
-    parser.add_argument("--new-token", action="store_true", help=f"replace an existing {role}'s token (their old link stops working)")
+    parser.add_argument(
+        "--new-token", action="store_true", help=f"replace an existing {people.role}'s token (their old link stops working)"
+    )
     _common(parser)
     flags = parser.parse_args(argv)
     store = Store(flags.db)
     store.init()
-    token = add(store, flags.name, time.time(), flags.new_token)
-    print(f"{flags.url.rstrip('/')}{page}#token={token}")
+    token = people.add(store, flags.name, time.time(), flags.new_token)
+    print(f"{flags.url.rstrip('/')}{people.page}#token={token}")
 
 
-def add_rater(argv: list[str]) -> None:
-    _add_person(argv, "rater", "/signin", Store.add_rater)
-
-
-def add_operator(argv: list[str]) -> None:
-    """An operator signs in to the operator page only: they watch the campaign and never rate."""
-    _add_person(argv, "operator", "/operator/signin", Store.add_operator)
+def _remove_person(people: People, argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog=f"crisscross serve remove-{people.role}",
+        description=f"End every session of the {people.role} NAME and make their link sign nobody in ({people.kept}).",
+    )
+    parser.add_argument("name", help=people.name_help)
+    parser.add_argument("--db", required=True, help="the judgment database: a SQLite file path or a postgresql:// URL")
+    flags = parser.parse_args(argv)
+    people.remove(open_store(flags.db), flags.name)
+    print(f"{people.role} {flags.name} removed from {redact(flags.db)}: their link signs nobody in")
 
 
 def status(argv: list[str]) -> dict[str, Any]:
@@ -289,11 +338,16 @@ def _raters(replicas: int, replication: ReplicationSettings) -> str:
     return f"{replicas} raters" if replication.rule == FIXED else f"at most {replicas} raters (stop rule {replication.rule})"
 
 
-COMMANDS: dict[str, Callable[[list[str]], Any]] = {"add-rater": add_rater, "add-operator": add_operator, "status": status}
+COMMANDS: dict[str, Callable[[list[str]], Any]] = {
+    **{f"add-{role}": partial(_add_person, people) for role, people in PEOPLE.items()},
+    **{f"remove-{role}": partial(_remove_person, people) for role, people in PEOPLE.items()},
+    "status": status,
+}
 
 
 def main(argv: list[str]) -> Any:
-    """``serve [flags]`` runs the app; ``serve add-rater …``, ``serve add-operator …`` and ``serve status …`` are the operator's."""
+    """``serve [flags]`` runs the app; ``serve add-rater …``, ``add-operator …``, ``remove-rater …``, ``remove-operator …``
+    and ``status …`` are the operator's."""
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     return run_server(argv)

@@ -18,11 +18,18 @@ One computation behind ``serve status`` and the app's operator page (:func:`camp
 
 A statistic that does not exist yet (gold accuracy before any gold, agreement without others) is
 None, never a number made up to fill the cell.
+
+The app polls this every few seconds while people rate, in the workers that serve them, so the
+counts (progress, pace, budget) come from the store's aggregate queries (:meth:`Store.judged_items`,
+:meth:`Store.judgment_times`), never from reading every judgment; the QC report, which must read
+them all, is kept between polls by a :class:`RaterReportCache` and rebuilt only after new judgments.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from crisscross.aggregate.quality import QualityRules, rater_report
-from crisscross.annotate.store import Store, TypeProgress, now_iso
+from crisscross.annotate.store import JudgedItems, JudgmentTimes, Store, TypeProgress, now_iso
 from crisscross.campaign.replication import ReplicationSettings
 from crisscross.campaign.triage import DECIDED_BY_MACHINE, DECIDED_BY_PEOPLE, UNDECIDED
 from crisscross.formats.plan import budgets, designs
@@ -38,6 +45,11 @@ from crisscross.formats.plan import budgets, designs
 HOUR = 3600.0
 HOURS_SHOWN = 12
 RECENT_CLOSURES = 10
+# The QC report is rebuilt at most once a minute, and so that building it takes at most 5% of the
+# worker's time (at CxC's size one build takes seconds): a QC verdict moves over tens of judgments,
+# so a minute-old report misleads nobody, while the counts beside it stay live.
+QC_REFRESH = 60.0  # the app's default (AppConfig.qc_refresh)
+QC_SHARE = 0.05
 STORE_JUDGMENT_COLUMNS = ("worker", "batch_id", "position", "item_id", "task_type", "score", "answer", "seconds", "time")
 
 
@@ -69,71 +81,116 @@ def machine_share(decisions: pd.DataFrame) -> dict[str, dict[str, int]]:
     return out
 
 
+class RaterReportCache:
+    """The raters' QC report (:func:`rater_rows`) kept between polls.  It is the one figure that
+    reads every judgment (leave-one-out agreement and medians need them; at CxC's 1.3 million
+    judgments it takes seconds), so it is rebuilt only when the judgments changed (their count or
+    latest time: judgments are only ever added), and then at most every :attr:`refresh` seconds
+    and at most :attr:`share` of the time: the worker that rebuilds it also serves raters."""
+
+    def __init__(self, refresh: float = QC_REFRESH, share: float = QC_SHARE) -> None:
+        self.refresh = refresh
+        self.share = share
+        self._lock = threading.Lock()
+        self._key: tuple[int, str | None] | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._at = -math.inf  # the ``now`` it was built at
+        self._took = 0.0  # seconds the last build took
+
+    def rows(self, store: Store, key: tuple[int, str | None], now: float, rules: QualityRules) -> tuple[list[dict[str, Any]], float]:
+        """The report for judgments ``key`` (count, latest time) and the ``now`` it was built at."""
+        with self._lock:  # polls at once build it once
+            wait = max(self.refresh, self._took / self.share)
+            if self._key != key and (self._key is None or now - self._at >= wait):
+                started = time.perf_counter()
+                self._rows = rater_rows(_judgments(store), store.gold(), rules)
+                self._took = time.perf_counter() - started
+                self._key, self._at = key, now
+            return self._rows, self._at
+
+
+def _judgments(store: Store) -> pd.DataFrame:
+    return pd.DataFrame(store.judgments(), columns=list(STORE_JUDGMENT_COLUMNS))
+
+
 def campaign_report(
-    store: Store, now: float, replicas: int, timeout: float, replication: ReplicationSettings, inputs: CampaignInputs
+    store: Store,
+    now: float,
+    replicas: int,
+    timeout: float,
+    replication: ReplicationSettings,
+    inputs: CampaignInputs,
+    cache: RaterReportCache | None = None,
 ) -> dict[str, Any]:
-    """Every figure of the module docstring, as JSON-ready values, from the store as it is at ``now``."""
-    judgments = pd.DataFrame(store.judgments(), columns=list(STORE_JUDGMENT_COLUMNS))
-    gold = store.gold()
-    closures = store.closures()
+    """Every figure of the module docstring, as JSON-ready values, from the store as it is at
+    ``now``; counts come from the store's aggregate queries, never from reading every judgment.
+    The raters' QC report comes from ``cache`` when given (``raters_as_of``: the time it was
+    built), else is built now."""
+    judged = store.judged_items()
     batches = store.progress(replicas, now, timeout)
+    times = pace_times(store, now)
+    key = (times.total, times.latest)
+    if cache is None:
+        raters, built = rater_rows(_judgments(store), store.gold(), inputs.rules), now
+    else:
+        raters, built = cache.rows(store, key, now, inputs.rules)
     return {
         "time": now_iso(now),
         "replicas": replicas,
-        "progress": progress_rows(batches, judgments, gold, closures, replicas, inputs.plan),
-        "pace": pace(judgments["time"], now),
-        "stops": {"rule": replication.rule, "recent": closures[:RECENT_CLOSURES]},
+        "progress": progress_rows(batches, judged, replicas, inputs.plan),
+        "pace": pace(times, now),
+        "stops": {"rule": replication.rule, "recent": store.closures(RECENT_CLOSURES)},
         "machine": None if inputs.triage is None else [{"task_type": kind, **counts} for kind, counts in sorted(inputs.triage.items())],
-        "raters": rater_rows(judgments, gold, inputs.rules),
-        "budget": None if inputs.plan is None else budget_rows(judgments, inputs.plan),
+        "raters": raters,
+        "raters_as_of": now_iso(built),
+        "budget": None if inputs.plan is None else budget_rows(judged, inputs.plan),
     }
 
 
 def progress_rows(
-    batches: Sequence[TypeProgress],
-    judgments: pd.DataFrame,
-    gold: Mapping[str, str],
-    closures: Sequence[Mapping[str, str]],
-    replicas: int,
-    plan: Mapping[str, Any] | None,
+    batches: Sequence[TypeProgress], judged: Sequence[JudgedItems], replicas: int, plan: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
     """Per task type loaded (then per type only the plan names): the store's batch progress, and
-    items and judgments done against what is planned."""
+    items (their replicas reached, or closed early) and judgments of rated items done against what
+    is planned."""
     planned = designs(plan) if plan is not None else {}
-    rated = judgments[~judgments["item_id"].isin(list(gold))]
     loaded = {p.task_type: p for p in batches}
     rows = []
     for kind in [*loaded, *(k for k in planned if k not in loaded)]:
         p = loaded.get(kind, TypeProgress(kind, 0, 0, 0, 0, 0, items=0, closed=0, saved=0))
         items, wanted = planned.get(kind, (p.items, replicas))
-        counts = rated[rated["task_type"] == kind].groupby("item_id").size()
-        done = set(counts.index[counts >= wanted]) | {c["item_id"] for c in closures if c["task_type"] == kind}
+        rated = [c for c in judged if c.task_type == kind and not c.gold]
         rows.append(
             {
                 **p.__dict__,
                 "against": "plan" if kind in planned else "tasks",
                 "replicas": wanted,
                 "items_planned": items,
-                "items_done": len(done),
+                "items_done": sum(c.items for c in rated if c.closed or (c.judgments and c.judgments >= wanted)),
                 "judgments_planned": items * wanted,
-                "judgments_rated": int(counts.sum()),
+                "judgments_rated": sum(c.judgments * c.items for c in rated),
             }
         )
     return rows
 
 
-def pace(times: pd.Series, now: float) -> dict[str, Any]:
+def pace_times(store: Store, now: float) -> JudgmentTimes:
+    """What :func:`pace` reads of the store: the clock hours (UTC) of the last :data:`HOURS_SHOWN`."""
+    top = math.floor(now / HOUR) * HOUR
+    return store.judgment_times(now, HOUR, [top - k * HOUR for k in range(HOURS_SHOWN - 1, -1, -1)], HOUR)
+
+
+def pace(times: JudgmentTimes, now: float) -> dict[str, Any]:
     """Judgments in the last hour, per hour since the first, and per clock hour (UTC) lately."""
-    stamps = (pd.to_datetime(times, utc=True, format="ISO8601") - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
-    first = float(stamps.min()) if len(stamps) else None
+    first = None if times.first is None else (pd.Timestamp(times.first) - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)
     top = math.floor(now / HOUR) * HOUR
     starts = [top - k * HOUR for k in range(HOURS_SHOWN - 1, -1, -1)]
     return {
-        "judgments": len(stamps),
-        "last_hour": int(((stamps > now - HOUR) & (stamps <= now)).sum()),
+        "judgments": times.total,
+        "last_hour": times.recent,
         "first": None if first is None else now_iso(first),
-        "per_hour": None if first is None else round(len(stamps) / (max(now - first, HOUR) / HOUR), 1),
-        "hours": [{"hour": now_iso(start), "judgments": int(((stamps >= start) & (stamps < start + HOUR)).sum())} for start in starts],
+        "per_hour": None if first is None else round(times.total / (max(now - first, HOUR) / HOUR), 1),
+        "hours": [{"hour": now_iso(start), "judgments": count} for start, count in zip(starts, times.buckets, strict=True)],
     }
 
 
@@ -166,12 +223,15 @@ def rater_rows(judgments: pd.DataFrame, gold: Mapping[str, str], rules: QualityR
     ]
 
 
-def budget_rows(judgments: pd.DataFrame, plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Per type the plan names: judgments it allows and their cost, what people spent, what is left."""
-    spent = judgments.groupby("task_type").size()
+def budget_rows(judged: Sequence[JudgedItems], plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Per type the plan names: judgments it allows and their cost, what people spent (gold
+    included), what is left."""
+    spent: dict[str, int] = {}
+    for c in judged:
+        spent[c.task_type] = spent.get(c.task_type, 0) + c.judgments * c.items
     types = []
     for kind, (allowed, from_budget, per_judgment, currency) in budgets(plan).items():
-        used = int(spent.get(kind, 0))
+        used = spent.get(kind, 0)
         types.append(
             {
                 "task_type": kind,
@@ -186,6 +246,7 @@ def budget_rows(judgments: pd.DataFrame, plan: Mapping[str, Any]) -> dict[str, A
             }
         )
     priced = all(t["cost_per_judgment"] is not None for t in types)
+    planned = {t["task_type"] for t in types}
     currencies = {t["currency"] for t in types}
     return {
         "types": types,
@@ -195,6 +256,6 @@ def budget_rows(judgments: pd.DataFrame, plan: Mapping[str, Any]) -> dict[str, A
             "left_judgments": sum(t["left_judgments"] for t in types),
             "left_cost": round(sum(t["left_cost"] for t in types), 2) if priced and len(currencies) == 1 else None,
             "currency": currencies.pop() if len(currencies) == 1 else None,
-            "unplanned_judgments": int(spent[~spent.index.isin([t["task_type"] for t in types])].sum()),  # of types the plan leaves out
+            "unplanned_judgments": sum(n for kind, n in spent.items() if kind not in planned),  # of types the plan leaves out
         },
     }

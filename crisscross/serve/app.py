@@ -10,8 +10,9 @@ image folder), ``/static/*`` (the page's own CSS and JS; nothing loads from else
 
 Operators watch the campaign: ``/operator/signin`` and ``/operator/signout`` as above, with an
 operator's token; ``/operator`` (the operator page) and ``/api/operator/campaign`` (its figures,
-:func:`crisscross.campaign.monitor.campaign_report`, read from the store at each request; the page
-polls it).  The roles never mix: a rater's session is refused on the operator's routes and an
+:func:`crisscross.campaign.monitor.campaign_report`, counted by the store at each request, the raters'
+QC report rebuilt at most every ``AppConfig.qc_refresh`` seconds; the page polls it, less often when
+it answers slowly).  The roles never mix: a rater's session is refused on the operator's routes and an
 operator's on the rater's (403), and without a session they answer 401 (the pages redirect to sign-in).
 
 Bodies, paths and queries are parsed strictly (no coercion, every number bounded, unknown keys
@@ -40,8 +41,8 @@ from fastapi.security import APIKeyCookie
 from pydantic import BaseModel, ConfigDict, Field
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.store import OPERATOR, RATER, Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
-from crisscross.campaign.monitor import CampaignInputs, campaign_report
+from crisscross.annotate.store import OPERATOR, RATER, ROLES, Answer, Assignment, Refused, SessionPolicy, Store, TaskRow, token_hash
+from crisscross.campaign.monitor import QC_REFRESH, CampaignInputs, RaterReportCache, campaign_report
 from crisscross.campaign.replication import FIXED, ReplicationSettings, rated_judgments, replication_decisions
 from crisscross.core.errors import InputError
 from crisscross.core.ids import CAPTION_KIND, split_id
@@ -88,6 +89,7 @@ class AppConfig:
     sessions: SessionPolicy = field(default_factory=SessionPolicy)
     public_url: str | None = None  # the address raters reach (serve --url): its origin is the one POSTs must come from
     campaign: CampaignInputs = field(default_factory=CampaignInputs)  # what the operator page reads besides the store
+    qc_refresh: float = QC_REFRESH  # the operator page's QC report is rebuilt at most this often (seconds; monitor.RaterReportCache)
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
     @property
@@ -148,6 +150,26 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     body = {"application/json": {"schema": Detail.model_json_schema()}}
     return {code: {"description": _MEANINGS[code], "content": body} for code in sorted({*codes, 429})}
 
+
+@dataclass(frozen=True)
+class SignIn:
+    """How one of the store's roles (``annotate/store.ROLES``) signs in: under ``prefix``, the
+    token's holder found by ``holder``, sent to ``target`` once in; ``page`` and ``failed`` the HTML."""
+
+    role: str
+    prefix: str
+    holder: Callable[[Store, str], str | None]
+    target: str
+    page: str
+    failed: str
+
+
+SIGN_INS: dict[str, SignIn] = {
+    RATER: SignIn(RATER, "", Store.rater_of, "/", assets.SIGNIN_HTML, assets.SIGNIN_FAILED_HTML),
+    OPERATOR: SignIn(
+        OPERATOR, "/operator", Store.operator_of, "/operator", assets.OPERATOR_SIGNIN_HTML, assets.OPERATOR_SIGNIN_FAILED_HTML
+    ),
+}
 
 _HTML = {"content": {"text/html": {}}, "description": "an HTML page"}
 _IMAGE = {"content": {"image/*": {}}, "description": "the image file"}
@@ -292,6 +314,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     per_address = RateLimiter(config.ip_rate_per_second, config.ip_rate_per_second * 2)
     signins = RateLimiter(config.signins_per_minute / 60.0, config.signins_per_minute)
     session_cookie = APIKeyCookie(name=cookie, auto_error=False, description="the session id sign-in sets (HttpOnly, SameSite=Strict)")
+    qc_report = RaterReportCache(config.qc_refresh)
 
     @api.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -378,30 +401,40 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
 
     too_many_signins = {"detail": "too many sign-ins from your address: wait a minute"}
 
-    @api.get("/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
-    def signin_page() -> HTMLResponse:
-        return HTMLResponse(assets.SIGNIN_HTML)
+    def add_sign_in(pages: SignIn) -> None:
+        """``<prefix>/signin`` (the page, and its POST opening a session for the token's holder in
+        this role only) and ``<prefix>/signout``."""
 
-    @api.post(
-        "/signin",
-        response_class=RedirectResponse,
-        status_code=303,
-        responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
-    )
-    def signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
-        """A new session for the token's rater."""
-        if not signins_allowed(request):
-            return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
-        name = store.rater_of(token)
-        if name is None:
-            return HTMLResponse(assets.SIGNIN_FAILED_HTML, status_code=401)
-        return signed_in(request, name, RATER, "/")
+        @api.get(f"{pages.prefix}/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
+        def signin_page() -> HTMLResponse:
+            return HTMLResponse(pages.page)
 
-    @api.post(
-        "/signout", response_class=RedirectResponse, status_code=303, responses={303: {"description": "signed out"}, **_errors(403, 413)}
-    )
-    def signout(request: Request) -> Response:
-        return signed_out(request, "/signin")
+        @api.post(
+            f"{pages.prefix}/signin",
+            response_class=RedirectResponse,
+            status_code=303,
+            responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
+            description=f"A new session for the token's {pages.role}; another role's token signs nobody in here.",
+        )
+        def signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
+            if not signins_allowed(request):
+                return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
+            name = pages.holder(store, token)
+            if name is None:
+                return HTMLResponse(pages.failed, status_code=401)
+            return signed_in(request, name, pages.role, pages.target)
+
+        @api.post(
+            f"{pages.prefix}/signout",
+            response_class=RedirectResponse,
+            status_code=303,
+            responses={303: {"description": "signed out"}, **_errors(403, 413)},
+        )
+        def signout(request: Request) -> Response:
+            return signed_out(request, f"{pages.prefix}/signin")
+
+    for role in ROLES:
+        add_sign_in(SIGN_INS[role])
 
     @api.get(
         "/",
@@ -413,34 +446,6 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         if live(session) is None:
             return RedirectResponse("/operator" if live_operator(session) is not None else "/signin", status_code=303)
         return HTMLResponse(assets.RATER_HTML)
-
-    @api.get("/operator/signin", response_class=HTMLResponse, responses={200: _HTML, **_errors()})
-    def operator_signin_page() -> HTMLResponse:
-        return HTMLResponse(assets.OPERATOR_SIGNIN_HTML)
-
-    @api.post(
-        "/operator/signin",
-        response_class=RedirectResponse,
-        status_code=303,
-        responses={303: {"description": "signed in"}, 401: _HTML, **_errors(400, 403, 413, 422)},
-    )
-    def operator_signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
-        """A new session for the token's operator; a rater's token signs nobody in here."""
-        if not signins_allowed(request):
-            return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
-        name = store.operator_of(token)
-        if name is None:
-            return HTMLResponse(assets.OPERATOR_SIGNIN_FAILED_HTML, status_code=401)
-        return signed_in(request, name, OPERATOR, "/operator")
-
-    @api.post(
-        "/operator/signout",
-        response_class=RedirectResponse,
-        status_code=303,
-        responses={303: {"description": "signed out"}, **_errors(403, 413)},
-    )
-    def operator_signout(request: Request) -> Response:
-        return signed_out(request, "/operator/signin")
 
     @api.get(
         "/operator",
@@ -458,7 +463,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     def campaign(name: Operator) -> dict[str, Any]:
         """The campaign's figures as the store holds them now."""
         now = config.clock()
-        figures = campaign_report(store, now, config.replicas, config.timeout, config.replication, config.campaign)
+        figures = campaign_report(store, now, config.replicas, config.timeout, config.replication, config.campaign, qc_report)
         return {"operator": name, **figures}
 
     @api.get("/static/{name}", responses={200: {"content": {"text/css": {}, "text/javascript": {}}}, **_errors(404, 422)})

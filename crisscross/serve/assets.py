@@ -147,13 +147,9 @@ details.instructions summary{cursor:pointer;font-weight:600}
 .done{font-size:1.1rem}
 """
 
-RATER_JS = """"use strict";
-(function () {
-  const app = document.getElementById("app");
-  let view = null;   // the server's answer to /api/batch
-  let state = null;  // {index, answers[], seconds[], shownAt}
-
-  function el(tag, attrs, children) {
+# Both pages' scripts build every element with this: attributes one by one (``text`` as textContent,
+# never HTML), children appended, a null child (a section a batch lacks) left out.
+_EL_JS = """  function el(tag, attrs, children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
       if (key === "text") node.textContent = value;
@@ -163,7 +159,18 @@ RATER_JS = """"use strict";
     for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
     return node;
   }
+"""
 
+RATER_JS = (
+    """"use strict";
+(function () {
+  const app = document.getElementById("app");
+  let view = null;   // the server's answer to /api/batch
+  let state = null;  // {index, answers[], seconds[], shownAt}
+
+"""
+    + _EL_JS
+    + """
   async function load() {
     const response = await fetch("/api/batch", {credentials: "same-origin", cache: "no-store"});
     if (response.status === 401) { window.location.assign("/signin"); return; }
@@ -364,6 +371,7 @@ RATER_JS = """"use strict";
   load();
 })();
 """
+)
 
 OPERATOR_HTML = (
     _HEAD.format(title="Campaign — crisscross", more='\n<link rel="stylesheet" href="/static/operator.css">')
@@ -411,23 +419,21 @@ tr.excluded th,tr.excluded td{background:#fdf0f0}
 ol.closures{margin:.5rem 0 0;padding-left:1.2rem;font-size:.88rem}
 """
 
-OPERATOR_JS = """"use strict";
+OPERATOR_JS = (
+    """"use strict";
 // The operator page: /api/operator/campaign read every few seconds, every value set as text.
+// A slow answer spaces the polls out (SLOWER times its time, up to MOST_MS), as does a failing app,
+// so a busy server is not asked again before it has caught up.
 (function () {
   const EVERY_MS = 5000;
+  const MOST_MS = 60000;
+  const SLOWER = 10;
+  let failures = 0;
   const main = document.getElementById("campaign");
 
-  function el(tag, attrs, children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "text") node.textContent = value;
-      else if (key === "class") node.className = value;
-      else node.setAttribute(key, value);
-    }
-    for (const child of children || []) if (child !== null && child !== undefined) node.append(child);
-    return node;
-  }
-
+"""
+    + _EL_JS
+    + """
   // Numbers as the tests read them back: thousands with commas, fixed decimals.
   function int(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
   function fixed(x, digits) {
@@ -548,6 +554,7 @@ OPERATOR_JS = """"use strict";
     fill("raters", [
       table(["rater", "type", "judgments", "gold passed", "agreement (leave-one-out)", "median time an item", "QC verdict"], rows, [2, 3, 4, 5]),
       note("The aggregate stage's rules (aggregate.rules); a statistic counts once it rests on enough judgments, so early verdicts are mild."),
+      note("Worked out at " + view.raters_as_of.slice(11, 19) + " UTC: the QC report is rebuilt as judgments come in, not at every poll.", "as_of"),
     ]);
   }
 
@@ -583,13 +590,21 @@ OPERATOR_JS = """"use strict";
 
   function showError(text) { document.getElementById("error").textContent = text; }
 
+  function again(took, failed) {
+    failures = failed ? failures + 1 : 0;
+    const wait = Math.round(Math.min(MOST_MS, Math.max(EVERY_MS * 2 ** Math.min(failures, 4), SLOWER * took)));
+    main.dataset.wait = String(wait);  // the next poll's delay, for tests
+    window.setTimeout(load, wait);
+  }
+
   async function load() {
+    const started = performance.now();
     let response;
     try {
       response = await fetch("/api/operator/campaign", {credentials: "same-origin", cache: "no-store"});
     } catch (e) {
       showError("The app did not answer; trying again.");
-      window.setTimeout(load, EVERY_MS);
+      again(performance.now() - started, true);
       return;
     }
     if (response.status === 401) { window.location.assign("/operator/signin"); return; }
@@ -597,7 +612,7 @@ OPERATOR_JS = """"use strict";
       let detail = "the app refused (" + response.status + ")";
       try { const body = await response.json(); if (typeof body.detail === "string") detail = body.detail; } catch (e) { /* not JSON */ }
       showError(detail);
-      if (response.status !== 403) window.setTimeout(load, EVERY_MS);
+      if (response.status !== 403) again(performance.now() - started, true);
       return;
     }
     const view = await response.json();
@@ -606,12 +621,14 @@ OPERATOR_JS = """"use strict";
     document.getElementById("updated").textContent = "updated " + view.time.slice(11, 19) + " UTC";
     summary(view); progress(view); pace(view); stops(view); machine(view); raters(view); budget(view);
     main.dataset.updated = view.time;  // what is on screen, for tests
-    window.setTimeout(load, EVERY_MS);
+    main.dataset.qc = view.raters_as_of;
+    again(performance.now() - started, false);
   }
 
   load();
 })();
 """
+)
 
 # name → (body, media type) for /static/<name>
 STATIC: dict[str, tuple[str, str]] = {

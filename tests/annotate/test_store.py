@@ -228,3 +228,79 @@ def test_locations_choose_the_backend_and_passwords_never_show():
 def test_open_store_needs_an_existing_database(tmp_path: Path):
     with pytest.raises(Exception, match="no rater database"):
         open_store(str(tmp_path / "absent.sqlite"))
+
+
+def _rate_all(store: Store, raters: list[str], start: float, step: float, limit: int = 99) -> float:
+    """Each rater rates the batches they are given (at most ``limit``), one every ``step`` seconds from ``start``."""
+    now = start
+    for rater in raters:
+        for _ in range(limit):
+            if store.assignment(rater, now, 2, HOUR) is None:
+                break
+            batch_id, answers = answers_for(store, rater, now)
+            assert store.submit(rater, batch_id, answers, now, 2)
+            now += step
+    return now
+
+
+def test_the_counts_by_item_are_what_the_judgments_hold(store: Store):
+    _rate_all(store, ["ann", "bob"], NOW, 61.0, limit=3)
+    judgments, gold = store.judgments(), store.gold()
+    first_sts = next(j["item_id"] for j in judgments if j["task_type"] == "STS" and j["item_id"] not in gold)
+    unjudged = next(
+        r["item_id"]
+        for r in tasks_table().to_pylist()
+        if r["item_id"] not in gold and r["item_id"] not in {j["item_id"] for j in judgments}
+    )
+    closed = {first_sts, unjudged}
+    store.close_items(dict.fromkeys(closed, "threshold after 2: decided"), NOW)
+    counts = store.judged_items()
+    per_item: dict[str, int] = {}
+    for j in judgments:
+        per_item[j["item_id"]] = per_item.get(j["item_id"], 0) + 1
+    kinds = {r["item_id"]: r["task_type"] for r in tasks_table().to_pylist()}
+    expected: dict[tuple[str, bool, bool, int], int] = {}
+    for item, kind in kinds.items():
+        if item in per_item or item in closed:  # an item neither judged nor closed counts towards nothing
+            key = (kind, item in gold, item in closed, per_item.get(item, 0))
+            expected[key] = expected.get(key, 0) + 1
+    assert {(c.task_type, c.gold, c.closed, c.judgments): c.items for c in counts} == expected
+    assert sum(c.judgments * c.items for c in counts) == len(judgments)
+    assert any(c.closed and c.judgments for c in counts) and any(c.closed and not c.judgments for c in counts)
+    assert any(c.gold for c in counts) and len(per_item) < len(kinds)
+
+
+def test_the_times_are_counted_as_the_judgments_hold_them(store: Store):
+    from datetime import datetime
+
+    end = _rate_all(store, ["ann", "bob", "cy"], NOW - 2 * HOUR, 600.0)
+    stamps = [datetime.fromisoformat(j["time"]).timestamp() for j in store.judgments()]
+    starts = [NOW - 3 * HOUR, NOW - 2 * HOUR, NOW - HOUR, NOW]
+    for now in (end, end - 0.0005, NOW - 1234.5678):
+        times = store.judgment_times(now, HOUR, starts, HOUR)
+        assert times.total == len(stamps) and times.first == min(j["time"] for j in store.judgments())
+        assert times.latest == max(j["time"] for j in store.judgments())
+        assert times.recent == sum(1 for s in stamps if now - HOUR < s <= now)
+        assert times.buckets == tuple(sum(1 for s in stamps if b <= s < b + HOUR) for b in starts)
+    assert sum(store.judgment_times(end, HOUR, starts, HOUR).buckets) == len(stamps) > 0
+
+
+def test_removing_a_person_ends_their_sign_in_and_keeps_their_judgments(store: Store):
+    from crisscross.annotate.store import OPERATOR, SessionPolicy
+
+    policy = SessionPolicy()
+    token, boss = store.add_rater("ann", NOW), store.add_operator("boss", NOW)
+    batch_id, answers = answers_for(store, "ann")
+    assert store.submit("ann", batch_id, answers, NOW, 2)
+    held = store.assignment("ann", NOW, 2, HOUR)
+    session, boss_session = store.open_session("ann", NOW, policy), store.open_session("boss", NOW, policy, OPERATOR)
+    store.remove_rater("ann")
+    assert store.rater_of(token) is None and store.session_rater(session, NOW, policy) is None
+    assert len(store.judgments()) == len(answers) and store.operator_of(boss) == "boss"
+    assert store.assignment("bob", NOW, 1, HOUR).batch_id == held.batch_id  # the batch ann held goes on to others
+    store.remove_operator("boss")
+    assert store.operator_of(boss) is None and store.session_operator(boss_session, NOW, policy) is None
+    for remove, name in ((store.remove_rater, "ann"), (store.remove_operator, "boss"), (store.remove_rater, "boss")):
+        with pytest.raises(StoreError, match=f"no (rater|operator) '{name}'"):
+            remove(name)
+    assert store.add_rater("ann", NOW) != token  # the name can be given a new link

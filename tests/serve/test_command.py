@@ -141,3 +141,35 @@ def test_a_postgres_database_that_cannot_be_opened_is_one_line_without_its_passw
         assert (
             message in err and len(err.strip().splitlines()) == 1 and postgres_server.password not in err and "not-the-password" not in err
         ), err
+
+
+def test_remove_rater_and_remove_operator_end_their_sign_in(store: Store, round_files: RoundFiles, capsys: pytest.CaptureFixture[str]):
+    from crisscross.annotate.store import OPERATOR, SessionPolicy
+    from tests.serve.round import browser, make_app
+
+    ann = browser(make_app(store, round_files))
+    assert ann.post("/signin", data={"token": (token := store.add_rater("ann", NOW))}).status_code == 200
+    view = ann.get("/api/batch").json()
+    answers = [{"position": i["position"], "score": 3.0, "seconds": 4.0} for i in view["batch"]["items"]]
+    assert (
+        ann.post(
+            "/api/submit", json={"batch_id": view["batch"]["id"], "answers": answers}, headers={"X-CSRF-Token": view["csrf"]}
+        ).status_code
+        == 200
+    )
+    boss = store.add_operator("boss", NOW)
+    boss_session = store.open_session("boss", NOW, SessionPolicy(), OPERATOR)
+    judged = store.judgments()
+
+    assert cli.main(["serve", "remove-rater", "ann", "--db", store.location]) == 0
+    assert capsys.readouterr().out.startswith("rater ann removed from ")
+    assert ann.get("/api/batch").status_code == 401 and store.rater_of(token) is None  # the session and the link both end
+    assert store.judgments() == judged and len(judged) == len(answers)  # the judgments stay
+    assert store.operator_of(boss) == "boss"
+    assert cli.main(["serve", "remove-operator", "boss", "--db", store.location]) == 0
+    assert store.operator_of(boss) is None and store.session_operator(boss_session, NOW, SessionPolicy()) is None
+    capsys.readouterr()
+    for argv in (["remove-rater", "ann"], ["remove-operator", "nobody"], ["remove-rater", "boss"]):
+        assert cli.main(["serve", *argv, "--db", store.location]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"no {argv[0].split('-')[1]} '{argv[1]}'" in err

@@ -174,6 +174,30 @@ def test_the_figures_are_what_the_store_holds(store: Store, round_files: RoundFi
     assert figures["machine"] is None and figures["budget"] is None and figures["stops"] == {"rule": "fixed", "recent": []}
 
 
+def test_the_qc_report_is_kept_between_polls_and_rebuilt_after_new_judgments(store: Store, round_files: RoundFiles):
+    clock = Clock()
+    rate(rater_client(store, round_files, "ann", clock=clock), 1, 4.5, clock)
+    boss = operator_client(store, round_files, clock=clock, qc_refresh=600.0)
+    first = boss.get(CAMPAIGN).json()
+    assert [r["worker"] for r in first["raters"]] == ["ann"] and first["raters_as_of"] == first["time"]
+
+    rate(rater_client(store, round_files, "bob", clock=clock), 2, 1.0, clock)
+    stale = boss.get(CAMPAIGN).json()
+    assert stale["pace"]["judgments"] == len(store.judgments()) > first["pace"]["judgments"]  # the counts are live
+    assert stale["raters"] == first["raters"] and stale["raters_as_of"] == first["raters_as_of"]  # the QC report waits
+
+    clock.now += 600
+    fresh = boss.get(CAMPAIGN).json()
+    assert fresh["raters_as_of"] == fresh["time"] and {r["worker"] for r in fresh["raters"]} == {"ann", "bob"}
+    gold = store.gold()
+    expected = rater_report(pd.DataFrame(store.judgments()), pd.DataFrame({"item_id": list(gold), "gold": list(gold.values())}))
+    assert [(r["worker"], r["task_type"], r["judgments"]) for r in fresh["raters"]] == list(
+        expected[["worker", "task_type", "judgments"]].itertuples(index=False, name=None)
+    )
+    clock.now += 600
+    assert boss.get(CAMPAIGN).json()["raters_as_of"] == fresh["raters_as_of"]  # nothing new: not rebuilt
+
+
 def test_the_qc_rules_verdicts_and_their_reasons(store: Store, round_files: RoundFiles):
     strict = QualityRules(min_gold_items=1, min_median_seconds=3.0, min_judgments=2, max_straightline_share=1.0)
     clock = Clock()
@@ -334,10 +358,10 @@ def test_the_readme_shows_the_operator_page_and_how_to_redraw_it():
 
 def test_a_type_the_plan_names_but_the_round_does_not_load_shows_nothing_done():
     from crisscross.annotate.store import TypeProgress
-    from crisscross.campaign.monitor import STORE_JUDGMENT_COLUMNS, progress_rows
+    from crisscross.campaign.monitor import progress_rows
 
     loaded = [TypeProgress("STS", 2, 0, 0, 2, 0, items=3, closed=0, saved=0)]
-    rows = progress_rows(loaded, pd.DataFrame(columns=list(STORE_JUDGMENT_COLUMNS)), {}, [], 5, PLAN)
+    rows = progress_rows(loaded, [], 5, PLAN)
     assert [(r["task_type"], r["against"], r["batches"], r["items_planned"], r["items_done"]) for r in rows] == [
         ("STS", "plan", 2, 10, 0),
         ("SIS", "plan", 0, 4, 0),  # planned, not loaded into this database

@@ -73,14 +73,19 @@ def demo_round(demo_chain: Path, tmp_path_factory: pytest.TempPathFactory) -> De
 
 
 @pytest.fixture
-def campaign(database: str, demo_round: DemoRound, monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
-    """``crisscross serve --round adaptive --plan --triage`` over the demo round, under uvicorn on a free port."""
+def campaign(database: str, demo_round: DemoRound, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[LiveServer]:
+    """``crisscross serve --round adaptive --plan --triage`` over the demo round, under uvicorn on a free port;
+    the project's params, but the QC report rebuilt whenever judgments change (``serve.qc_refresh: 0``)."""
     import uvicorn
+    import yaml
 
+    params = yaml.safe_load((PROJECT / "params.yaml").read_text())
+    params["serve"]["qc_refresh"] = 0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     apps: list = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: apps.append(app))
     argv = ["serve", "--tasks", demo_round.out / "tasks", "--items", demo_round.build / "items", "--db", database]
-    argv += ["--params", PROJECT / "params.yaml", "--round", "adaptive", "--plan", demo_round.out / "plan"]
+    argv += ["--params", tmp_path / "params.yaml", "--round", "adaptive", "--plan", demo_round.out / "plan"]
     argv += ["--triage", demo_round.out / "triage", "--root", os.getcwd()]  # the chain ran here: image paths are relative to it
     assert cli.main([str(arg) for arg in argv]) == 0 and len(apps) == 1
     with served(apps[0]) as (url, server):
@@ -237,8 +242,10 @@ def test_the_operator_page_shows_the_demo_campaign_as_the_store_holds_it(
             (MARKUP_NAME, *first, 2.0, 7.0, now_iso(time.time())),
         )
     assert rate(raters["dan"], rows, careless=False, offset=0.05)
-    count = f"{len(campaign.store.judgments()):,}"
+    count, rated = f"{len(campaign.store.judgments()):,}", now_iso(time.time())
     page.wait_for_function("n => document.querySelector('#summary [data-field=judgments]').textContent === n", arg=count, timeout=20_000)
+    # The QC report is rebuilt at most 1/QC_SHARE times the time it took after the judgments changed: wait for one built since.
+    page.wait_for_function("t => document.querySelector('#campaign').dataset.qc >= t", arg=rated, timeout=20_000)
     check_against_the_store(page, campaign.store, demo_round)
     assert text(page, f'#raters tr[data-rater="{MARKUP_NAME}"] [data-field=worker]') == MARKUP_NAME
     assert page.locator("#campaign img, #campaign script").count() == 0 and dialogs == []
@@ -258,3 +265,26 @@ def test_a_raters_session_cannot_open_the_operator_page(
     api = page.goto(f"{campaign.url}/api/operator/campaign")
     assert api.status == 403 and "default-src 'none'" in api.headers["content-security-policy"]
     page.context.close()
+
+
+def test_the_page_polls_less_often_when_the_app_answers_slowly(
+    browser,  # noqa: F811  (the Chromium fixture imported above)
+    campaign: LiveServer,
+) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    token = campaign.store.add_operator("operator", time.time())
+    page.goto(f"{campaign.url}/operator/signin#token={token}")
+    page.wait_for_selector("#campaign[data-wait]")
+    quick = int(page.get_attribute("#campaign", "data-wait"))
+    assert 5000 <= quick < 10_000
+
+    def slow(route) -> None:  # the app taking a second to answer
+        time.sleep(1.0)
+        route.continue_()
+
+    page.route("**/api/operator/campaign", slow)
+    page.reload()
+    page.wait_for_selector("#campaign[data-wait]")
+    assert 10_000 <= int(page.get_attribute("#campaign", "data-wait")) <= 60_000  # ten times the answer's time, at most a minute
+    context.close()

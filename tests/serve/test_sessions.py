@@ -125,6 +125,15 @@ def test_signing_in_again_ends_the_session_the_browser_had(store: Store, round_f
 
 # What each earlier schema lacks: its upgrade only adds these tables.
 ADDED_SINCE = {"1": ("sessions", "operators", "operator_sessions"), "2": ("operators", "operator_sessions")}
+# Indexes added to tables every schema has: init() creates them on a database of any schema.
+LATER_INDEXES = ("judgments_item_kind", "judgments_type", "judgments_time")
+
+
+def _indexes(store: Store) -> set[str]:
+    with store._transaction(write=False) as run:
+        if store.backend.name == "sqlite":
+            return {name for (name,) in run("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()}
+        return {name for (name,) in run("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").fetchall()}
 
 
 @pytest.mark.parametrize("schema", sorted(ADDED_SINCE))
@@ -132,9 +141,13 @@ def test_an_earlier_schemas_database_is_upgraded_in_place(store: Store, schema: 
     with store._transaction() as run:
         for table in ADDED_SINCE[schema]:
             run(f"DROP TABLE {table}")
+        for index in LATER_INDEXES:
+            run(f"DROP INDEX {index}")
         run(f"UPDATE meta SET value = '{schema}' WHERE key = 'schema'")
+    assert not _indexes(store) & {*LATER_INDEXES, "operator_sessions_operator"}
     token = store.add_rater("ann", NOW)
     store.init()
+    assert {*LATER_INDEXES, "operator_sessions_operator", "sessions_rater"} <= _indexes(store)
     assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == "3"
     assert store.rater_of(token) == "ann" and store.session_rater(store.open_session("ann", NOW, SessionPolicy()), NOW, SessionPolicy())
     boss = store.add_operator("boss", NOW)
