@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 
 from crisscross.core.errors import InputError, MissingExtra
-from crisscross.pipelines.cli import port_number
+from crisscross.pipelines.cli import listening, port_number
 from crisscross.pipelines.registry import Stage
 
 STAGE = Stage(name="browse", order=240, description="a release → a local page: its pairs, filtered and sorted, each with its judgments")
@@ -61,12 +60,3 @@ def main(argv: list[str]) -> None:
         flush=True,
     )
     uvicorn.run(app, host=flags.host, port=flags.port, log_level="warning", server_header=False)
-
-
-def listening(host: str, port: int) -> None:
-    """Refuse, as one line, an address this process cannot listen on (a port taken, a host not this machine's)."""
-    try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as error:
-        raise InputError(f"cannot listen on {host}:{port} ({error.strerror or error}): choose another --port or --host") from None

@@ -6,10 +6,11 @@ import gc
 import importlib
 import logging
 import os
+import socket
 import sys
 
 from crisscross import __version__
-from crisscross.core.errors import UserError, one_line
+from crisscross.core.errors import InputError, UserError, one_line
 from crisscross.pipelines.registry import module_of, stages
 
 # Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
@@ -25,6 +26,16 @@ def port_number(text: str) -> int:
     if not 1 <= port <= 65535:
         raise ValueError(text)
     return port
+
+
+def listening(host: str, port: int) -> None:
+    """Refuse, as one line, an address this process cannot listen on (a port taken, a host not this machine's)."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        raise InputError(f"cannot listen on {host}:{port} ({reason}): choose another --port or --host") from None
 
 
 def usage() -> str:

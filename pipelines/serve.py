@@ -50,6 +50,7 @@ from crisscross.core.settings import setting
 from crisscross.formats.plan import read_plan
 from crisscross.formats.schema import JudgmentRules
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
+from crisscross.pipelines.cli import listening, port_number
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import load_params, require
 from crisscross.serve.security import origin_of
@@ -139,7 +140,7 @@ def _server_parser() -> argparse.ArgumentParser:
         "--root", default=".", help="the directory ingest ran in: the items' image paths are relative to it (default: here)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on, 1–65535 (default 8000)")
     parser.add_argument(
         "--url",
         default=None,
@@ -209,6 +210,7 @@ def run_server(argv: list[str]) -> None:
         from crisscross.serve import app as _  # noqa: F401  (the extra's packages, checked before anything runs)
     except ImportError as error:
         raise MissingExtra(f"crisscross serve needs the serve extra: pip install -c constraints.txt -e '.[serve]' ({error})") from error
+    listening(flags.host, flags.port)
     app = _app(flags, load=True)  # every check, and the tasks loaded once, before any worker starts
     address = flags.url.rstrip("/") if flags.url else f"http://{flags.host}:{flags.port}"
     print(
