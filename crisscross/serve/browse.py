@@ -38,13 +38,13 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def create_browser(
-    view: ReleaseView, images: str | None, *, hosts: Collection[str] = LOCAL_HOSTS, rate_per_second: float = 200.0
+    view: ReleaseView, images: str | None, *, hosts: Collection[str] = LOCAL_HOSTS, rate_per_second: float = 1000.0
 ) -> SecurityHeaders:
     """The page over ``view``; images are read from ``images`` (None: none are shown).  A request
     must name one of ``hosts`` in its Host header: a page elsewhere that points a host name of its
     own at this machine (DNS rebinding) is refused, so only this machine's browser reads the release."""
     api = FastAPI(docs_url=None, redoc_url=None, openapi_url=None, title="crisscross release browser")
-    per_address = RateLimiter(rate_per_second, rate_per_second * 2)
+    per_address = RateLimiter(rate_per_second, rate_per_second * 2)  # far above a person's page (≤ 100 thumbnails at once)
     choices = view.choices()
     plots = sorted(p.name for p in (view.path / PLOTS).glob("*.png")) if (view.path / PLOTS).is_dir() else []
 
