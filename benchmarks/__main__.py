@@ -26,6 +26,7 @@ BENCHMARKS: tuple[str, ...] = (
     "adaptive_replication",
     "adaptive_campaign",
     "browse_pages",
+    "operator_poll",
 )
 
 
