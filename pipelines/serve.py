@@ -296,8 +296,16 @@ def _remove_person(people: People, argv: list[str]) -> None:
     parser.add_argument("name", help=people.name_help)
     parser.add_argument("--db", required=True, help="the judgment database: a SQLite file path or a postgresql:// URL")
     flags = parser.parse_args(argv)
-    people.remove(open_store(flags.db), flags.name)
+    people.remove(upgraded(flags.db), flags.name)
     print(f"{people.role} {flags.name} removed from {redact(flags.db)}: their link signs nobody in")
+
+
+def upgraded(db: str) -> Store:
+    """The rater database at ``db``, an earlier schema upgraded in place as ``serve`` does when it
+    starts, so the operator's commands read the tables this version has."""
+    store = open_store(db)
+    store.init()
+    return store
 
 
 def status(argv: list[str]) -> dict[str, Any]:
@@ -306,7 +314,7 @@ def status(argv: list[str]) -> dict[str, Any]:
     flags = parser.parse_args(argv)
     settings = _settings(flags.params, flags.round, flags.plan)
     replicas, replication = settings.replicas, settings.replication
-    store = open_store(flags.db)
+    store = upgraded(flags.db)
     report = campaign_report(store, time.time(), replicas, settings.serve.assignment_timeout, replication, _campaign(flags, settings))
     lines = [f"{redact(flags.db)}: {_raters(replicas, replication)} per batch"]
     for p in report["progress"]:

@@ -402,7 +402,7 @@ class Store:
         if not RATER_NAME.fullmatch(name):
             raise StoreError(f"{role.name} name {name!r}: use 1–64 letters, digits, '.', '_', '@' or '-', starting with a letter or digit")
         token = secrets.token_urlsafe(32)
-        with self._transaction() as run:
+        with self._transaction(lock=True) as run:  # serialised with sign-ins: a replaced link opens no session
             exists = run(f"SELECT 1 FROM {role.people} WHERE name = ?", (name,)).fetchall()
             if exists and not replace:
                 raise StoreError(f"{role.name} {name} exists; add --new-token to replace their token (the old link stops working)")
@@ -416,49 +416,43 @@ class Store:
     def remove_rater(self, name: str) -> None:
         """Rater ``name`` signs in no more: their token and sessions are gone and the batch they
         hold goes to the next rater who asks; the judgments they made stay."""
-        self._remove_person(ROLES[RATER], name)
-        with self._transaction(lock=True) as run:
+        with self._transaction(lock=True) as run:  # one step: no batch is handed to them between removal and release
+            self._remove_person(run, ROLES[RATER], name)
             run("UPDATE assignments SET released = 1 WHERE rater = ? AND submitted IS NULL AND released = 0", (name,))
 
     def remove_operator(self, name: str) -> None:
         """Operator ``name`` signs in no more: their token and sessions are gone."""
-        self._remove_person(ROLES[OPERATOR], name)
+        with self._transaction(lock=True) as run:
+            self._remove_person(run, ROLES[OPERATOR], name)
 
-    def _remove_person(self, role: Role, name: str) -> None:
-        with self._transaction() as run:
-            if not run(f"SELECT 1 FROM {role.people} WHERE name = ?", (name,)).fetchall():
-                raise StoreError(f"no {role.name} {name!r} in {redact(self.location)}")
-            run(f"DELETE FROM {role.sessions} WHERE {role.owner} = ?", (name,))
-            run(f"DELETE FROM {role.people} WHERE name = ?", (name,))
-
-    def rater_of(self, token: str) -> str | None:
-        """The rater a token signs in, compared in constant time; None for any other token."""
-        return self._holder(ROLES[RATER], token)
-
-    def operator_of(self, token: str) -> str | None:
-        """The operator a token signs in; None for any other token, a rater's included."""
-        return self._holder(ROLES[OPERATOR], token)
-
-    def _holder(self, role: Role, token: str) -> str | None:
-        wanted = token_hash(token)
-        with self._transaction(write=False) as run:
-            rows = run(f"SELECT name, token_hash FROM {role.people} WHERE token_hash = ?", (wanted,)).fetchall()
-        return rows[0][0] if rows and hmac.compare_digest(rows[0][1], wanted) else None
+    def _remove_person(self, run: Callable[..., Any], role: Role, name: str) -> None:
+        """Inside a locked transaction (serialised with sign-ins): the person and their sessions deleted."""
+        if not run(f"SELECT 1 FROM {role.people} WHERE name = ?", (name,)).fetchall():
+            raise StoreError(f"no {role.name} {name!r} in {redact(self.location)}")
+        run(f"DELETE FROM {role.sessions} WHERE {role.owner} = ?", (name,))
+        run(f"DELETE FROM {role.people} WHERE name = ?", (name,))
 
     # ------------------------------------------------------------------ sessions
 
-    def open_session(self, name: str, now: float, policy: SessionPolicy, role: str = RATER) -> str:
-        """A new session id for ``name`` in ``role`` (shown once, to the browser; only its hash is
-        kept).  Sessions of the role past their idle time or lifetime are deleted on the way."""
+    def sign_in(self, token: str, now: float, policy: SessionPolicy, role: str = RATER) -> tuple[str, str] | None:
+        """(the token's holder in ``role``, a new session id) — the id shown once, to the browser;
+        only its hash is kept — or None for any other token.  The token is looked up and the session
+        opened in one locked transaction, serialised with ``--new-token`` and removal, so a link
+        replaced or a person removed meanwhile opens nothing.  Sessions of the role past their idle
+        time or lifetime are deleted on the way."""
         kind = ROLES[role]
+        wanted = token_hash(token)
         session = secrets.token_urlsafe(32)
-        with self._transaction() as run:
+        with self._transaction(lock=True) as run:
+            rows = run(f"SELECT name, token_hash FROM {kind.people} WHERE token_hash = ?", (wanted,)).fetchall()
+            if not rows or not hmac.compare_digest(rows[0][1], wanted):
+                return None
             run(f"DELETE FROM {kind.sessions} WHERE seen < ? OR started < ?", (now - policy.idle, now - policy.lifetime))
             run(
                 f"INSERT INTO {kind.sessions} (id_hash, {kind.owner}, started, seen) VALUES (?, ?, ?, ?)",
-                (token_hash(session), name, now, now),
+                (token_hash(session), rows[0][0], now, now),
             )
-        return session
+        return rows[0][0], session
 
     def session_rater(self, session: str, now: float, policy: SessionPolicy) -> str | None:
         """The rater a live session belongs to, its last-seen time moved to ``now``; None for an

@@ -158,17 +158,14 @@ class SignIn:
 
     role: str
     prefix: str
-    holder: Callable[[Store, str], str | None]
     target: str
     page: str
     failed: str
 
 
 SIGN_INS: dict[str, SignIn] = {
-    RATER: SignIn(RATER, "", Store.rater_of, "/", assets.SIGNIN_HTML, assets.SIGNIN_FAILED_HTML),
-    OPERATOR: SignIn(
-        OPERATOR, "/operator", Store.operator_of, "/operator", assets.OPERATOR_SIGNIN_HTML, assets.OPERATOR_SIGNIN_FAILED_HTML
-    ),
+    RATER: SignIn(RATER, "", "/", assets.SIGNIN_HTML, assets.SIGNIN_FAILED_HTML),
+    OPERATOR: SignIn(OPERATOR, "/operator", "/operator", assets.OPERATOR_SIGNIN_HTML, assets.OPERATOR_SIGNIN_FAILED_HTML),
 }
 
 _HTML = {"content": {"text/html": {}}, "description": "an HTML page"}
@@ -368,8 +365,8 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
     Rater = Annotated[tuple[str, str], Depends(rater)]
     Operator = Annotated[str, Depends(operator)]
 
-    def signed_in(request: Request, name: str, role: str, page: str) -> Response:
-        """A new session for ``name`` in ``role``, the browser's earlier one (either role's) ended;
+    def signed_in(request: Request, session: str, page: str) -> Response:
+        """The browser's cookie set to its new ``session``, its earlier one (either role's) ended;
         the token itself is never the cookie, so a session can end (sign-out, a new token, expiry)
         while the link stays theirs."""
         earlier = request.cookies.get(cookie)
@@ -378,7 +375,7 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         response = RedirectResponse(page, status_code=303)
         response.set_cookie(
             cookie,
-            store.open_session(name, config.clock(), config.sessions, role),
+            session,
             httponly=True,
             samesite="strict",
             secure=config.secure,
@@ -419,10 +416,10 @@ def create_api(store: Store, round_: Round, config: AppConfig) -> FastAPI:
         def signin(request: Request, token: Annotated[str, Form(max_length=MAX_TEXT)]) -> Response:
             if not signins_allowed(request):
                 return JSONResponse(too_many_signins, status_code=429, headers={"Retry-After": "60"})
-            name = pages.holder(store, token)
-            if name is None:
+            opened = store.sign_in(token, config.clock(), config.sessions, pages.role)
+            if opened is None:
                 return HTMLResponse(pages.failed, status_code=401)
-            return signed_in(request, name, pages.role, pages.target)
+            return signed_in(request, opened[1], pages.target)
 
         @api.post(
             f"{pages.prefix}/signout",

@@ -23,7 +23,7 @@ from crisscross.annotate.store import (
 )
 from crisscross.formats.schema import JudgmentRules
 from tests.conftest import DATABASES
-from tests.serve.round import BATCHES, make_store, query, tasks_table
+from tests.serve.round import BATCHES, make_store, query, tasks_table, token_holder
 
 NOW = 1_800_000_000.0
 HOUR = 3600.0
@@ -43,8 +43,8 @@ def test_every_backend_of_the_store_is_tested():
 def test_tokens_are_stored_only_as_hashes_and_sign_in_only_their_rater(store: Store):
     token = store.add_rater("ann", NOW)
     other = store.add_rater("bob", NOW)
-    assert store.rater_of(token) == "ann" and store.rater_of(other) == "bob"
-    assert store.rater_of(token + "x") is None and store.rater_of("") is None
+    assert token_holder(store, token) == "ann" and token_holder(store, other) == "bob"
+    assert token_holder(store, token + "x") is None and token_holder(store, "") is None
     rows = query(store.location, "SELECT name, token_hash FROM raters ORDER BY name")
     assert rows == [("ann", token_hash(token)), ("bob", token_hash(other))]
     assert all(token not in str(row) for row in rows)
@@ -55,7 +55,7 @@ def test_rater_names_are_checked_and_an_existing_rater_needs_new_token(store: St
     with pytest.raises(StoreError, match="exists; add --new-token"):
         store.add_rater("ann", NOW)
     new = store.add_rater("ann", NOW, replace=True)
-    assert store.rater_of(new) == "ann"
+    assert token_holder(store, new) == "ann"
     for bad in ("", "a b", "<script>", "-lead", "x" * 65):
         with pytest.raises(StoreError, match="rater name"):
             store.add_rater(bad, NOW)
@@ -293,13 +293,13 @@ def test_removing_a_person_ends_their_sign_in_and_keeps_their_judgments(store: S
     batch_id, answers = answers_for(store, "ann")
     assert store.submit("ann", batch_id, answers, NOW, 2)
     held = store.assignment("ann", NOW, 2, HOUR)
-    session, boss_session = store.open_session("ann", NOW, policy), store.open_session("boss", NOW, policy, OPERATOR)
+    session, boss_session = store.sign_in(token, NOW, policy)[1], store.sign_in(boss, NOW, policy, OPERATOR)[1]
     store.remove_rater("ann")
-    assert store.rater_of(token) is None and store.session_rater(session, NOW, policy) is None
-    assert len(store.judgments()) == len(answers) and store.operator_of(boss) == "boss"
+    assert token_holder(store, token) is None and store.session_rater(session, NOW, policy) is None
+    assert len(store.judgments()) == len(answers) and token_holder(store, boss, OPERATOR) == "boss"
     assert store.assignment("bob", NOW, 1, HOUR).batch_id == held.batch_id  # the batch ann held goes on to others
     store.remove_operator("boss")
-    assert store.operator_of(boss) is None and store.session_operator(boss_session, NOW, policy) is None
+    assert token_holder(store, boss, OPERATOR) is None and store.session_operator(boss_session, NOW, policy) is None
     for remove, name in ((store.remove_rater, "ann"), (store.remove_operator, "boss"), (store.remove_rater, "boss")):
         with pytest.raises(StoreError, match=f"no (rater|operator) '{name}'"):
             remove(name)

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.store import Store, backend_for
+from crisscross.annotate.store import RATER, SessionPolicy, Store, backend_for
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
 from crisscross.serve.app import AppConfig, Round, create_app
 
@@ -111,6 +111,12 @@ def browser(app: Any, **options: Any) -> Any:
     from fastapi.testclient import TestClient
 
     return TestClient(app, headers={"Origin": ORIGIN}, **options)
+
+
+def token_holder(store: Store, token: str, role: str = RATER) -> str | None:
+    """Whom a token signs in as ``role`` (a session is opened on the way, as the sign-in page does)."""
+    opened = store.sign_in(token, 1_800_000_000.0, SessionPolicy(), role)
+    return opened[0] if opened else None
 
 
 def free_port() -> int:

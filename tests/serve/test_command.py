@@ -11,7 +11,7 @@ import pytest
 from crisscross.annotate.store import Answer, Store, token_hash
 from crisscross.pipelines import cli, serve
 from tests.scratch_postgres import Server
-from tests.serve.round import RoundFiles, query
+from tests.serve.round import RoundFiles, query, token_holder
 
 NOW = 1_800_000_000.0
 
@@ -22,7 +22,7 @@ def add_rater(db: str, capsys: pytest.CaptureFixture[str]) -> str:
     link = capsys.readouterr().out.strip()
     assert link.startswith("http://10.0.0.5:8080/signin#token=")
     token = link.split("#token=", 1)[1]
-    assert Store(db).rater_of(token) == "ann"
+    assert token_holder(Store(db), token) == "ann"
     return token
 
 
@@ -158,16 +158,16 @@ def test_remove_rater_and_remove_operator_end_their_sign_in(store: Store, round_
         == 200
     )
     boss = store.add_operator("boss", NOW)
-    boss_session = store.open_session("boss", NOW, SessionPolicy(), OPERATOR)
+    boss_session = store.sign_in(boss, NOW, SessionPolicy(), OPERATOR)[1]
     judged = store.judgments()
 
     assert cli.main(["serve", "remove-rater", "ann", "--db", store.location]) == 0
     assert capsys.readouterr().out.startswith("rater ann removed from ")
-    assert ann.get("/api/batch").status_code == 401 and store.rater_of(token) is None  # the session and the link both end
+    assert ann.get("/api/batch").status_code == 401 and token_holder(store, token) is None  # the session and the link both end
     assert store.judgments() == judged and len(judged) == len(answers)  # the judgments stay
-    assert store.operator_of(boss) == "boss"
+    assert token_holder(store, boss, OPERATOR) == "boss"
     assert cli.main(["serve", "remove-operator", "boss", "--db", store.location]) == 0
-    assert store.operator_of(boss) is None and store.session_operator(boss_session, NOW, SessionPolicy()) is None
+    assert token_holder(store, boss, OPERATOR) is None and store.session_operator(boss_session, NOW, SessionPolicy()) is None
     capsys.readouterr()
     for argv in (["remove-rater", "ann"], ["remove-operator", "nobody"], ["remove-rater", "boss"]):
         assert cli.main(["serve", *argv, "--db", store.location]) == 2

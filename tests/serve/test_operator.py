@@ -16,14 +16,14 @@ import yaml
 from fastapi.testclient import TestClient
 
 from crisscross.aggregate.quality import QualityRules, rater_report
-from crisscross.annotate.store import SessionPolicy, Store, token_hash
+from crisscross.annotate.store import OPERATOR, SessionPolicy, Store, token_hash
 from crisscross.campaign.monitor import CampaignInputs, machine_share
 from crisscross.campaign.replication import ReplicationSettings
 from crisscross.campaign.triage import DECIDED_BY_MACHINE, DECIDED_BY_PEOPLE, UNDECIDED
 from crisscross.pipelines import cli, serve
 from crisscross.serve import assets
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE
-from tests.serve.round import Clock, RoundFiles, browser, make_app, query
+from tests.serve.round import Clock, RoundFiles, browser, make_app, query, token_holder
 
 NOW = 1_800_000_000.0
 CAMPAIGN = "/api/operator/campaign"
@@ -99,7 +99,7 @@ def test_each_token_signs_in_only_on_its_own_page(store: Store, round_files: Rou
     wrong = client.post("/operator/signin", data={"token": rater_token}, follow_redirects=False)
     assert wrong.status_code == 401 and "add-operator" in wrong.text and "set-cookie" not in wrong.headers
     assert client.post("/signin", data={"token": operator_token}, follow_redirects=False).status_code == 401
-    assert store.operator_of(rater_token) is None and store.rater_of(operator_token) is None
+    assert token_holder(store, rater_token, OPERATOR) is None and token_holder(store, operator_token) is None
     stored = str(query(store.location, "SELECT * FROM operators"))
     assert operator_token not in stored and token_hash(operator_token) in stored
     page = client.get("/operator/signin")
@@ -297,7 +297,7 @@ def test_serve_add_operator_and_status_with_a_plan_and_a_triage(
     serve.main(["add-operator", "boss", "--db", store.location, "--url", "http://10.0.0.5:8080/"])
     link = capsys.readouterr().out.strip()
     assert link.startswith("http://10.0.0.5:8080/operator/signin#token=")
-    assert store.operator_of(link.split("#token=", 1)[1]) == "boss" and store.rater_of(link.split("#token=", 1)[1]) is None
+    assert token_holder(store, link.split("#token=", 1)[1], OPERATOR) == "boss" and token_holder(store, link.split("#token=", 1)[1]) is None
 
     clock = Clock()
     for name in ("ann", "bob"):

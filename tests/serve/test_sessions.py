@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from crisscross.annotate.store import OPERATOR, SCHEMA_VERSION, SessionPolicy, Store, StoreError, token_hash
+from crisscross.annotate.store import OPERATOR, SCHEMA_VERSION, SessionPolicy, Store, StoreError, redact, token_hash
 from crisscross.serve.app import SECURE_SESSION_COOKIE, SESSION_COOKIE
-from tests.serve.round import ORIGIN, Clock, RoundFiles, browser, make_app, query
+from tests.serve.round import ORIGIN, Clock, RoundFiles, browser, make_app, query, token_holder
 
 NOW = 1_800_000_000.0
 
@@ -149,10 +149,10 @@ def test_an_earlier_schemas_database_is_upgraded_in_place(store: Store, schema: 
     store.init()
     assert {*LATER_INDEXES, "operator_sessions_operator", "sessions_rater"} <= _indexes(store)
     assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == "3"
-    assert store.rater_of(token) == "ann" and store.session_rater(store.open_session("ann", NOW, SessionPolicy()), NOW, SessionPolicy())
+    assert token_holder(store, token) == "ann" and store.session_rater(store.sign_in(token, NOW, SessionPolicy())[1], NOW, SessionPolicy())
     boss = store.add_operator("boss", NOW)
-    assert store.operator_of(boss) == "boss" and store.rater_of(boss) is None
-    assert store.session_operator(store.open_session("boss", NOW, SessionPolicy(), OPERATOR), NOW, SessionPolicy()) == "boss"
+    assert token_holder(store, boss, OPERATOR) == "boss" and token_holder(store, boss) is None
+    assert store.session_operator(store.sign_in(boss, NOW, SessionPolicy(), OPERATOR)[1], NOW, SessionPolicy()) == "boss"
 
 
 def test_a_database_of_a_later_schema_is_refused(store: Store):
@@ -160,3 +160,17 @@ def test_a_database_of_a_later_schema_is_refused(store: Store):
         run("UPDATE meta SET value = '4' WHERE key = 'schema'")
     with pytest.raises(StoreError, match="has schema 4, this version reads 3"):
         store.init()
+
+
+def test_the_operator_s_commands_upgrade_an_earlier_schema_as_serve_does(store: Store, capsys: pytest.CaptureFixture[str]):
+    """``remove-operator`` and ``status`` on a schema-2 database: the operators' tables are added,
+    then the command answers as on a new one (an unknown name is one line, exit 2)."""
+    from crisscross.pipelines import cli
+
+    with store._transaction() as run:
+        for table in ADDED_SINCE["2"]:
+            run(f"DROP TABLE {table}")
+        run("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    assert cli.main(["serve", "remove-operator", "boss", "--db", store.location]) == 2
+    assert capsys.readouterr().err.strip().endswith("no operator 'boss' in " + redact(store.location))
+    assert query(store.location, "SELECT value FROM meta WHERE key = 'schema'") == [(SCHEMA_VERSION,)]
