@@ -18,6 +18,7 @@ The header is written by a YAML dumper, never by joining strings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,10 +41,17 @@ DTYPES = {"string": "string", "large_string": "string", "null": "string", "doubl
 DTYPES.update({f"{sign}int{bits}": f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)})
 
 
+SPLIT_NAME = re.compile(r"\w+(\.\w+)*")  # what datasets takes as a split's name; "all" it reserves
+RESERVED_SPLITS = {"all"}
+
+
 def config_of(key: str) -> tuple[str, str]:
-    """A table's (config, split): ``sts_test`` → (``sts``, ``test``), ``bison/triples`` → (``bison_triples``, ``full``)."""
+    """A table's (config, split): ``sts_test`` → (``sts``, ``test``), ``bison/triples`` → (``bison_triples``, ``full``).
+    A split ``datasets`` would refuse (``all``, the release's name for items without one; a source's
+    ``test-dev``) keeps its table as a config of its own, ``sts_all`` with the split ``full``: one
+    such name in the header would make every config fail to load."""
     kind, _, split = key.rpartition("_")
-    if "/" not in key and kind in {name.lower() for name in type_names()}:
+    if "/" not in key and kind in {name.lower() for name in type_names()} and SPLIT_NAME.fullmatch(split) and split not in RESERVED_SPLITS:
         return kind, split
     return key.replace("/", "_"), FULL
 

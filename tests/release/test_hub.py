@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from crisscross.release.hub import FULL, config_of, front_matter, hub_metadata, label_names
+from crisscross.release.hub import FULL, RESERVED_SPLITS, SPLIT_NAME, config_of, front_matter, hub_metadata, label_names
 from crisscross.tasktypes.verify import ANSWERS
 from crisscross.tasktypes.verify_triple import ANSWERS as TRIPLE_ANSWERS
 
@@ -42,7 +42,9 @@ def test_the_header_reads_back_as_the_metadata_with_every_split_of_a_type(tmp_pa
         ),
         "pairs": pairs("VERIFY", "STS"),
         "bison/triples": pa.table({"caption_text": ["a caption"], "similarity": [0.25]}),
-        "sis_x: 'y' #z\n---": pa.table({"id_a": ["a"]}),  # a split named by the source: the dumper quotes it
+        "sis_x: 'y' #z\n---": pa.table({"id_a": ["a"]}),  # a split named by the source: its own config, the dumper quotes it
+        "sis_all": pa.table({"id_a": ["b"]}),  # items without a split: "all" is datasets' own word
+        "sis_test": pa.table({"id_a": ["c"]}),
         "qc_exclusions": pa.table({"rater": pa.array([], pa.string())}),  # no rows: no config (datasets refuses an empty split)
     }
     for key, table in tables.items():
@@ -52,8 +54,13 @@ def test_the_header_reads_back_as_the_metadata_with_every_split_of_a_type(tmp_pa
     meta = yaml.safe_load(text.removeprefix("---\n").removesuffix("---\n"))
     assert meta == hub_metadata({k: pq.read_table(data / f"{k}.parquet") for k in tables})
     configs = {c["config_name"]: c for c in meta["configs"]}
-    assert list(configs) == ["bison_triples", "pairs", "sis", "sts"] and configs["pairs"]["default"] is True
-    assert configs["sis"]["data_files"] == [{"split": "x: 'y' #z\n---", "path": "data/sis_x: 'y' #z\n---.parquet"}]
+    weird = "sis_x: 'y' #z\n---"
+    assert list(configs) == ["bison_triples", "pairs", "sis", "sis_all", weird, "sts"] and configs["pairs"]["default"] is True
+    assert configs["sis"]["data_files"] == [{"split": "test", "path": "data/sis_test.parquet"}]
+    assert configs["sis_all"]["data_files"] == [{"split": "full", "path": "data/sis_all.parquet"}]
+    assert configs[weird]["data_files"] == [{"split": "full", "path": f"data/{weird}.parquet"}]
+    splits = {f["split"] for c in configs.values() for f in c["data_files"]}
+    assert all(SPLIT_NAME.fullmatch(s) for s in splits) and not splits & RESERVED_SPLITS  # names datasets takes
     assert configs["sts"]["data_files"] == [
         {"split": "test", "path": "data/sts_test.parquet"},
         {"split": "val", "path": "data/sts_val.parquet"},
