@@ -36,6 +36,7 @@ from crisscross.formats.manifest import (
 )
 from crisscross.formats.schema import SOURCE_PEOPLE, SOURCE_REPLAY, SOURCE_SIMULATED
 from crisscross.release import labels
+from crisscross.release.hub import DTYPES
 from crisscross.release.request import Plan, ReleaseRequest, release_name
 from crisscross.tasktypes import task_type
 
@@ -171,14 +172,8 @@ def _record_set(folder: Path, name: str, stem: str, description: str | None) -> 
         frame = pd.read_csv(folder / name, keep_default_na=False, na_values=[""], dtype_backend="numpy_nullable")
         columns = [(column, kinds.get(frame[column].dtype.kind, mlc.DataType.TEXT)) for column in frame.columns]
     else:
-        types = {
-            "double": mlc.DataType.FLOAT64,
-            "float": mlc.DataType.FLOAT32,
-            "int64": mlc.DataType.INT64,
-            "int32": mlc.DataType.INT32,
-            "bool": mlc.DataType.BOOL,
-        }
-        columns = [(column.name, types.get(str(column.type), mlc.DataType.TEXT)) for column in pq.read_schema(folder / name)]
+        logical = [(column.name, DTYPES.get(str(column.type), "string")) for column in pq.read_schema(folder / name)]
+        columns = [(column, mlc.DataType.TEXT if kind == "string" else getattr(mlc.DataType, kind.upper())) for column, kind in logical]
     fields = [
         mlc.Field(
             id=f"{stem}/{column}",

@@ -37,6 +37,8 @@ from crisscross.tasktypes import task_type, type_names
 LOADERS = "Hugging Face configs in the card's YAML header; Croissant record sets over the Parquet tables"
 FULL = "full"  # the split of a table that holds every split of the release
 LABEL_COLUMNS = ("agg_label", "answer")
+# Arrow type → the type every loader declares: datasets' Value dtype, and Croissant's DataType of the same name
+# (``float64`` → FLOAT64; ``string`` → TEXT); one table, so the two never disagree on a column.
 DTYPES = {"string": "string", "large_string": "string", "null": "string", "double": "float64", "float": "float32", "bool": "bool"}
 DTYPES.update({f"{sign}int{bits}": f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)})
 

@@ -45,6 +45,9 @@ class PairDataset(Dataset):
     ``dataset[i]`` is a dict: ``item_id``, ``task_type``, ``a`` and ``b`` (a caption as its text, an
     image as a ``uint8`` C×H×W tensor read from ``images``, or what ``transform`` makes of it),
     ``score`` (the aggregated 0–5 score, NaN for answered types such as VERIFY) and ``positive``.
+    ``images`` is the folder that holds the files themselves (for COCO's own layout, its ``val2014/``).
+    A per-type table (``sts_test``, ``sits_test``) gives items of one shape, which ``DataLoader``'s
+    default collation stacks; ``pairs`` mixes texts and images, so give it a ``collate_fn``.
     """
 
     def __init__(

@@ -15,16 +15,7 @@ import pytest
 
 import crisscross
 from crisscross.release.croissant import record_set_id
-from crisscross.release.hub import LABEL_COLUMNS, config_of, label_names
-
-HF_TYPES = {
-    pa.string(): "string",
-    pa.null(): "string",
-    pa.float64(): "float64",
-    pa.int64(): "int64",
-    pa.int32(): "int32",
-    pa.bool_(): "bool",
-}
+from crisscross.release.hub import DTYPES, LABEL_COLUMNS, config_of, label_names
 
 
 def parquet_tables(release: Path) -> dict[str, pa.Table]:
@@ -67,7 +58,7 @@ def check_hugging_face(release: Path, cache: Path) -> dict[str, int]:
             if column.name in LABEL_COLUMNS and names is not None:
                 assert isinstance(feature, ClassLabel) and feature.names == names, f"{key}.{column.name}: {feature}"
             else:
-                assert feature == Value(HF_TYPES[column.type]), f"{key}.{column.name}: {feature}, Parquet {column.type}"
+                assert feature == Value(DTYPES[str(column.type)]), f"{key}.{column.name}: {feature}, Parquet {column.type}"
         labels = {c: dataset.features[c] for c in table.column_names if isinstance(dataset.features[c], ClassLabel)}
         rows = [{c: (labels[c].int2str(v) if c in labels and v is not None else v) for c, v in row.items()} for row in dataset.to_list()]
         assert_rows_equal(rows, table.to_pylist(), f"hf {config}[{split}]")
