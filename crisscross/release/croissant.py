@@ -241,7 +241,12 @@ def release_croissant(root: Path, request: ReleaseRequest, decided: Plan) -> byt
         machine,
     ]
     machine_part = labels.machine_part(decided.parts)
-    descriptions = {f"{kind.lower()}_{split}": line for kind, line in replication.items() for split in contents.splits}
+    descriptions = {  # the Parquet table's record set and, where it has one of its own shape, its CxC-shaped CSV's
+        f"{kind.lower()}_{split}{csv_shape}": line
+        for kind, line in replication.items()
+        for split in contents.splits
+        for csv_shape in ("", "_csv")
+    }
     if machine_part is not None:  # a table's notes are its CSV's (the Parquet copy is "the same as" it)
         descriptions.update(
             {record_set_id(f"{DATA}/{machine_part.name}/{n}"): text for n, text in machine_part.notes.items() if n.endswith(".csv")}

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from crisscross.core.io import is_uri
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -163,7 +165,7 @@ async def _too_large(send: Send, max_bytes: int) -> None:
 
 def image_root(paths: list[str]) -> str:
     """The folder all image paths share: the default image folder when none is given."""
-    local = [os.path.realpath(p) for p in paths if "://" not in p]
+    local = [os.path.realpath(p) for p in paths if not is_uri(p)]
     return os.path.commonpath([os.path.dirname(p) for p in local]) if local else os.getcwd()
 
 

@@ -91,6 +91,8 @@ def test_the_card_croissant_and_release_json_state_the_replication_each_type_had
             line = expected_line(build / f"{r}rated", build / f"{r}judgments", kind, "fixed design, no item stopped early")
             assert f"- {line}\n" in section, (line, section)
             assert sets[f"{kind.lower()}_test"]["description"] == line
+            if f"{kind.lower()}_test_csv" in sets:  # CxC's own CSV shape, a record set of its own, told the same
+                assert sets[f"{kind.lower()}_test_csv"]["description"] == line
             assert line in croissant["rai:annotationsPerItem"] and line in croissant["description"]
     sts = report["replication"]["STS"]
     rated = pq.read_table(build / "rated" / "rated.parquet").to_pandas().query("task_type == 'STS'")
@@ -102,6 +104,7 @@ def test_the_card_croissant_and_release_json_state_the_replication_each_type_had
     assert json.loads((out / "release.json").read_text())["replication"] == report["replication"]
     assert "No label in this release was assigned by a machine." in section and "rai:machineAnnotationTools" not in croissant
     assert verify(out)["files"] > 20 and set(validate(out / "croissant.json", record_limit=1)) >= {"sts_test", "verify_test"}
+    assert {"sts_test_csv", "sis_test_csv", "sits_test_csv"} <= set(sets)
 
 
 def test_an_adaptive_round_states_its_rule_and_the_items_it_stopped_early(build: Path, tmp_path: Path) -> None:
