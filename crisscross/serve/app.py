@@ -153,8 +153,9 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class SignIn:
-    """How one of the store's roles (``annotate/store.ROLES``) signs in: under ``prefix``, the
-    token's holder found by ``holder``, sent to ``target`` once in; ``page`` and ``failed`` the HTML."""
+    """How one of the store's roles (``annotate/store.ROLES``) signs in: under ``prefix`` (the
+    store's ``sign_in`` finds the token's holder in this role only), sent to ``target`` once in;
+    ``page`` and ``failed`` the HTML."""
 
     role: str
     prefix: str
