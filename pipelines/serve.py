@@ -109,8 +109,13 @@ def _campaign(flags: argparse.Namespace, settings: ServeParams) -> CampaignInput
         raise InputError(f"--triage {flags.triage}: {error}") from None
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", required=True, help="the judgment database: a SQLite file path or a postgresql:// URL")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    """The flags of the commands that read the round: the app and ``status``."""
+    _database(parser)
     parser.add_argument("--params", default=None, help="params YAML: its 'serve' section, tasks.replicas and annotate.replication are read")
     parser.add_argument(
         "--round", default=None, help="an annotation round: rounds.<round>.tasks and .annotate are laid over 'tasks' and 'annotate'"
@@ -280,7 +285,7 @@ def _add_person(people: People, argv: list[str]) -> None:
     parser.add_argument(
         "--new-token", action="store_true", help=f"replace an existing {people.role}'s token (their old link stops working)"
     )
-    _common(parser)
+    _database(parser)
     flags = parser.parse_args(argv)
     store = Store(flags.db)
     store.init()
@@ -294,7 +299,7 @@ def _remove_person(people: People, argv: list[str]) -> None:
         description=f"End every session of the {people.role} NAME and make their link sign nobody in ({people.kept}).",
     )
     parser.add_argument("name", help=people.name_help)
-    parser.add_argument("--db", required=True, help="the judgment database: a SQLite file path or a postgresql:// URL")
+    _database(parser)
     flags = parser.parse_args(argv)
     people.remove(upgraded(flags.db), flags.name)
     print(f"{people.role} {flags.name} removed from {redact(flags.db)}: their link signs nobody in")

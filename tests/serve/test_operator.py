@@ -351,7 +351,7 @@ def test_the_readme_shows_the_operator_page_and_how_to_redraw_it():
     readme = (PROJECT / "README.md").read_text()
     section = readme.split("### A running campaign: the operator page", 1)[1].split("\n## ", 1)[0]
     assert "crisscross serve add-operator" in section and "](docs/see-it/operator.png)" in section
-    assert "CRISSCROSS_SEE_IT=docs/see-it" in section and "tests/serve/test_operator_browser.py" in section
+    assert "CRISSCROSS_SCREENSHOTS=docs/see-it" in section and "tests/serve/test_operator_browser.py" in section
     with Image.open(PROJECT / "docs" / "see-it" / "operator.png") as picture:
         assert picture.format == "PNG" and picture.size[0] == 1280 and picture.size[1] > 900
 

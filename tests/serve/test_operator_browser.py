@@ -4,7 +4,7 @@ command builds it, raters rating (one in the browser), then the operator signing
 shows is checked against the store, its screenshot is checked, and the page follows new judgments
 while it is open.
 
-``CRISSCROSS_SEE_IT=<folder>`` saves the screenshot there as ``operator.png`` (the README's picture
+``CRISSCROSS_SCREENSHOTS=<folder>`` saves the screenshot there as ``operator.png`` (the README's picture
 is ``docs/see-it/operator.png``).  Without ``/usr/bin/chromium`` these tests skip and say so.
 """
 
@@ -38,7 +38,7 @@ from tests.serve.round import query, served
 from tests.serve.test_browser import CHROMIUM, browser, finish_batch, sign_in  # noqa: F401  (browser: the module's Chromium fixture)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: run tools/install-system-test-deps")
-SEE_IT = "CRISSCROSS_SEE_IT"
+SEE_IT = "CRISSCROSS_SCREENSHOTS"  # the folder every browser test keeps its screenshots in (tests/serve/test_browser.py)
 MARKUP_NAME = "<img src=x onerror=alert(1)>"  # add-rater refuses it; a database edited by hand may still hold it
 SECTIONS = ("#summary", "#progress", "#pace", "#stops", "#machine", "#raters", "#budget")
 
