@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from crisscross.core import numerics
+from crisscross.core import collector, numerics
 
 numerics.pin()  # before numpy or torch load, in every process that imports crisscross (see core/numerics)
+collector.pace()  # steps hold millions of objects: the older generations are walked less often (see core/collector)
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_release"]

@@ -106,7 +106,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         summary["judgments"] = "none to aggregate: every task type is empty (see the tasks and annotate reports for why)"
     excluded = raters[raters["excluded"]]
     summary["raters"] = f"{len(raters)} (worker, task type) rows, {len(excluded)} excluded → raters.csv"
-    summary["rejected"] = stage.rejected_line(len(done.quarantine), "judgments of excluded raters")
+    summary["rejected"] = stage.rejected_line(done.quarantined, "judgments of excluded raters")
     if simulated:
         summary["simulated"] = "these ratings come from SIMULATED raters, not people"
     tables = [f"{kind.lower()}.csv" for kind in sorted(set(facts) & {*CXC_FILES, VERIFY.name})]  # the papers' files; other types have none

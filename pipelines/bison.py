@@ -140,7 +140,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             summary[f"baseline {encoder}"] = f"BISON accuracy {accuracy:.1%} choosing by the other reference captions (§5.1) → baselines/"
         if verification["simulated"]:
             summary["simulated"] = "these triples come from SIMULATED raters, not people"
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = (
         f"candidates.parquet{', bison_annotations.json, triples.parquet, triples.csv' if stage.flags.verified else ''} in {stage.shown(stage.out)}"
     )

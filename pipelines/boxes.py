@@ -92,7 +92,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "boxes": f"{boxes.num_rows:,} after merging ({counts.get('boxes_drawn', 0):,} drawn, {counts.get('merged_boxes', 0):,} merged away, "
         f"{counts.get('merged_chains', 0):,} chains merged)",
         "answers": ", ".join(f"{t} {n:,}" for t, n in tasks.items()),
-        "rejected": stage.rejected_line(len(done.quarantine)),
+        "rejected": stage.rejected_line(done.quarantined),
         "outputs": f"release/Sentences, release/Annotations, label_studio/, boxes.parquet, chains.parquet in {stage.shown(stage.out)}",
     }
     return {

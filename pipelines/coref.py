@@ -53,6 +53,6 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "links asked": f"{links['links_asked']:,} against {links['naive_links']:,} pairwise ({saved:.0%} fewer)",
         "verification": f"{links['verified']:,} chains verified, {links['split']:,} split by head noun",
         "against the oracle": f"{accuracy['exact']:.1%} of true chains exact, link F1 {accuracy['link_f1']:.3f}",
-        "rejected": stage.rejected_line(len(done.quarantine)),
+        "rejected": stage.rejected_line(done.quarantined),
     }
     return {"chains": n_chains, "links": links, "accuracy": accuracy, "rejected": done.rejected, "summary": summary}

@@ -70,7 +70,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     }
     summary = {
         "decoys": f"{len(decoys):,} of {images:,} images have a decoy under text/{facts['encoder']} co-caption means",
-        "rejected": stage.rejected_line(len(done.quarantine)),
+        "rejected": stage.rejected_line(done.quarantined),
         "outputs": f"decoys.parquet, candidates.parquet in {stage.shown(stage.out)}",
     }
     if len(decoys):

@@ -89,7 +89,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         )
     if facts["ignored"]:
         summary["ignored"] = ", ".join(f"{n:,} {kind} rows (not intramodal)" for kind, n in facts["ignored"].items())
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = f"candidates.parquet, sits_candidates.csv in {stage.shown(stage.out)}"
     return {
         "candidates": counts,

@@ -134,5 +134,5 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         if stats.get("tokens"):
             line += f"; OOV rate {stats.get('oov_tokens', 0) / stats['tokens']:.2%}"
         summary[f"{modality}:{spec}"] = line
-    summary["quarantine"] = f"{len(done.quarantine)} records → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["quarantine"] = f"{done.quarantined} records → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     return {"encoders": per_encoder, "rejected": done.rejected, "summary": summary}

@@ -189,7 +189,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
                     parts.append(f"{kind} ρ {100 * metrics['spearman'][kind]:.1f}±{100 * metrics['spearman_std'][kind]:.1f}")
             summary[f"{model} / {truth}"] = "; ".join(parts) or "nothing this model can score"
     summary |= {f"{name} skipped": why for name, why in skipped.items()}
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = f"metrics.json, report.md, recall_at_k.png in {stage.shown(stage.out)}"
     protocols = sorted({p for by_truth in document["results"].values() for t in by_truth.values() for p in t})
     return {

@@ -89,7 +89,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
                 f"tau-b {_shown(pair['kendall_tau_b'], 3)}, top-1 rank by other {_shown(pair['mean_rank_by_b_of_a_top1'], 1)} / "
                 f"{_shown(pair['mean_rank_by_a_of_b_top1'], 1)}, top-{settings.top_k} overlap {_shown(pair[f'top{settings.top_k}_overlap'], 2)}"
             )
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = (
         f"candidates.parquet, verify_candidates.csv, queries.parquet, batches.parquet, gold.parquet, diversity.json in {stage.shown(stage.out)}"
     )

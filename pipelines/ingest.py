@@ -18,7 +18,7 @@ from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
 from crisscross.pipelines.registry import Stage
-from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
+from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, worker_processes, write_quarantine
 
 STAGE = Stage(name="ingest", order=10, description="source dataset → canonical images/captions tables + quarantine")
 
@@ -45,7 +45,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: IngestSettings = stage.settings
     reader = READERS.create(settings.reader, **settings.reader_options)
     images_dir = stage.flags.images or None
-    ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root)
+    processes = worker_processes(stage.beam_args)
+    ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root, processes=processes)
     outputs = pipeline | "Ingest" >> ingest
     for name, batches, to_table, schema in (
         ("images", outputs.images, images_table, IMAGES_SCHEMA),
@@ -63,13 +64,13 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     images = io.read_parquet(io.join(done.out, "images.parquet"))
     captions = io.read_parquet(io.join(done.out, "captions.parquet"))
     images_dir = stage.flags.images or None
-    quarantine, rejected = done.quarantine, done.rejected
+    quarantined, rejected = done.quarantined, done.rejected
     pixels = dict(sorted(Counter(images.column("pixels").to_pylist()).items()))
     without_pixels = [row["image_id"] for row in images.select(["image_id", "pixels"]).to_pylist() if row["pixels"] != "ok"]
     warnings = []
     if images_dir and not io.exists(images_dir):
         warnings.append(f"--images {stage.shown(images_dir)} does not exist: every image is without pixels (a text-only build)")
-    if images.num_rows == 0 and not quarantine:
+    if images.num_rows == 0 and not quarantined:
         warnings.append(f"{stage.shown(stage.inputs)} holds no records")
     rejected_line = "; ".join(f"{kind} {reason} {n}" for kind, reasons in rejected.items() for reason, n in reasons.items())
     return {
@@ -81,11 +82,11 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "pixels": pixels,
         "images_without_pixels_examples": without_pixels[:20],
         "rejected": rejected,
-        "rejected_total": len(quarantine),
+        "rejected_total": quarantined,
         "summary": {
             "read": f"{stage.shown(stage.inputs)} with reader {stage.settings.reader}",
             "kept": f"{images.num_rows} images ({', '.join(f'{n} {k}' for k, n in pixels.items())} pixels), {captions.num_rows} captions",
-            "rejected": f"{len(quarantine)} ({rejected_line or 'none'}) → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
+            "rejected": f"{quarantined} ({rejected_line or 'none'}) → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}",
             **({"WARNING": "; ".join(warnings)} if warnings else {}),
         },
         "warnings": warnings,

@@ -66,6 +66,6 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "phrases": f"{overall['instances']:,} with boxes ({stage.settings.proposals} proposals)",
         "overall": f"R@1 {overall['r_at_1']:.1f}, R@{k} {overall[f'r_at_{k}']:.1f}, mean AP {overall['mean_ap']:.1f}",
         "AP by type": ", ".join(f"{kind} {m['ap']:.1f}" for kind, m in metrics.items() if kind != "overall"),
-        "rejected": stage.rejected_line(len(done.quarantine)),
+        "rejected": stage.rejected_line(done.quarantined),
     }
     return {"metrics": metrics, "rejected": done.rejected, "summary": summary}

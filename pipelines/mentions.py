@@ -68,7 +68,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         "mentions": f"{mentions.num_rows:,} in {captions.num_rows:,} captions ({mentions.num_rows / n_captions:.2f} per caption)",
         "types": ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items())),
         "left out": ", ".join(f"{n:,} {why}" for why, n in sorted(skipped.items())) or "nothing",
-        "rejected": stage.rejected_line(len(done.quarantine)),
+        "rejected": stage.rejected_line(done.quarantined),
     }
     return {
         "mentions": mentions.num_rows,

@@ -79,6 +79,6 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     )
     if plan["simulated"]:
         summary["simulated"] = "planned from a SIMULATED pilot, not people"
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = f"{PLAN_FILE}, power.png in {stage.shown(stage.out)}"
     return {"total": total, "types": {k: v["design"] for k, v in plan["types"].items()}, "rejected": done.rejected, "summary": summary}

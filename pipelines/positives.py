@@ -130,7 +130,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             f"{entry['positives_found_alone']:,} sole finds removed; τ-b of {len(audit['models'])} models' rankings, full vs reduced: {shown or 'n/a'}"
         )
     summary["audit models"] = ", ".join(audit["models"]) or "none"
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = (
         f"eccv_image_to_caption.json, eccv_caption_to_image.json, positives.parquet, bias_audit.json in {stage.shown(stage.out)}"
     )

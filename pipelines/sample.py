@@ -92,6 +92,6 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             )
             line += f"; {facts['left_out']} left out ({why})"
         summary[space] = line
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = f"candidates.parquet, sts_candidates.csv, sis_candidates.csv in {stage.shown(stage.out)}"
     return {"candidates": counts, "coverage": coverage, "rejected": done.rejected, "summary": summary}

@@ -70,7 +70,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     backend, plan, k = done.built
-    out, quarantine = done.out, done.quarantine
+    out = done.out
     summary: dict[str, str] = {}
     per_space: dict[str, Any] = {}
     for space, facts in plan.items():
@@ -92,5 +92,5 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
         if facts["rows"] < 2:
             line += "; fewer than two rows, so an empty neighbour table (images without pixels leave S^V empty)"
         summary[space] = line
-    summary["quarantine"] = f"{len(quarantine)} rows excluded → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
+    summary["quarantine"] = f"{done.quarantined} rows excluded → {stage.shown(io.join(stage.out, 'quarantine.parquet'))}"
     return {"spaces": per_space, "excluded": done.rejected, "summary": summary}

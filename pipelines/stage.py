@@ -9,6 +9,7 @@ Dataflow flags) and pass through untouched.  Without ``--runner`` the in-process
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import resource
@@ -19,13 +20,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from crisscross.beam.common import gather, unpacking
+from crisscross.beam.common import QuarantineShards, gather, merge_quarantine, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
-from crisscross.core.quarantine import Rejected, RejectionError, count_reasons, quarantine_table
+from crisscross.core.quarantine import Rejected, RejectionError, count_reasons
 from crisscross.core.settings import parse_params, setting, settings_from_params
 from crisscross.pipelines.registry import Stage, stages
 
@@ -201,17 +203,32 @@ def is_dry_run(beam_args: list[str]) -> bool:
 @dataclass(frozen=True)
 class Finished:
     """What a stage's report reads once the job has run: the staged output folder, the runner's
-    result (for counters), the quarantine, and what the stage's build handed on (``built``)."""
+    result (for counters), the quarantine, and what the stage's build handed on (``built``).
+    The quarantine is read as a table once; its records become objects only for a report that
+    looks at them (a stage may hold millions)."""
 
     out: str
     result: Any
-    quarantine: list[Rejected]
     built: Any = None
+
+    @functools.cached_property
+    def quarantine_table(self) -> pa.Table:
+        return io.read_parquet(io.join(self.out, QUARANTINE))
+
+    @property
+    def quarantined(self) -> int:
+        """How many records the quarantine holds."""
+        return self.quarantine_table.num_rows
+
+    @functools.cached_property
+    def quarantine(self) -> list[Rejected]:
+        return [Rejected(**row) for row in self.quarantine_table.to_pylist()]
 
     @property
     def rejected(self) -> dict[str, dict[str, int]]:
         """The quarantine counted by reason: every report's ``rejected``."""
-        return count_reasons(self.quarantine)
+        table = self.quarantine_table
+        return count_reasons(zip(table.column("kind").to_pylist(), table.column("reason").to_pylist(), strict=True))
 
 
 Build = Callable[[beam.Pipeline, str, StageArgs], Any]
@@ -239,7 +256,7 @@ def run_stage(stage: StageArgs, build: Build, report: Report) -> dict[str, Any]:
         built = build(pipeline, staging, stage)
         result = pipeline.run()
         result.wait_until_finish()
-        finished = Finished(staging, result, read_quarantine(staging), built)
+        finished = Finished(staging, result, built)
         check_strict(stage, finished.rejected)
         summary = report(finished, stage)
         io.write_json(io.join(staging, "report.json"), summary)
@@ -265,20 +282,19 @@ def configure_logging() -> None:
 
 
 QUARANTINE = "quarantine.parquet"
+QUARANTINE_SHARDS = ".quarantine-shards"  # beside it while the job runs, deleted by the merge
 
 
 def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], out: str, root: str | None = None) -> None:
     """Every stage's rejects, as one sorted table ``<out>/quarantine.parquet``; with ``root``
-    (``StageArgs.root``) the files they came from are named relative to it."""
-    if isinstance(rejected, tuple):
-        rejected = rejected | "AllRejected" >> beam.Flatten()
-    gather("GatherRejected", rejected) | "WriteQuarantine" >> beam.Map(
-        unpacking(lambda rows: io.write_parquet(io.join(out, QUARANTINE), quarantine_table(rows, root)))
+    (``StageArgs.root``) the files they came from are named relative to it.  Each collection of
+    rejects is written in shards by the step that makes it, so only the shards' paths meet."""
+    parts = rejected if isinstance(rejected, tuple) else (rejected,)
+    folder = io.join(out, QUARANTINE_SHARDS)
+    shards = [part | f"QuarantineShards[{n}]" >> beam.ParDo(QuarantineShards(folder, root)) for n, part in enumerate(parts)]
+    gather("GatherRejected", shards | "AllShards" >> beam.Flatten()) | "WriteQuarantine" >> beam.Map(
+        unpacking(merge_quarantine), folder, io.join(out, QUARANTINE)
     )
-
-
-def read_quarantine(out: str) -> list[Rejected]:
-    return [Rejected(**row) for row in io.read_parquet(io.join(out, QUARANTINE)).to_pylist()]
 
 
 def counters(result: Any, namespace: str) -> dict[str, int]:

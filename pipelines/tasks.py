@@ -129,7 +129,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             + (f"; held back for a later round {held_back} → {HELD_BACK}" if held_back else "")
             + (f"; the candidates fall short of the plan ({', '.join(f'{k} {v}' for k, v in short.items())}): sample more" if short else "")
         )
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = (
         f"tasks.parquet, export/{{{','.join(stage.settings.formats)}}}/ in {stage.shown(stage.out)}; answer_key.csv is for you, not raters"
     )

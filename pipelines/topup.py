@@ -99,7 +99,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             f"{c['open']:,} of {c['items']:,} items open ({c['judgments_so_far']:,} judgments so far) → "
             f"{c['batches']:,} top-up batches × {raters} rater{'s' * (raters != 1)} = {c['judgments_asked']:,} judgments (gold included)"
         )
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     exports = f", export/{{{','.join(stage.settings.formats)}}}/, {ANSWER_KEY}" if raters else " (nothing is open: no export)"
     summary["outputs"] = f"status.parquet, tasks.parquet{exports} in {stage.shown(stage.out)}"
     return {"task_types": per_type, "raters_per_batch": raters, "rejected": done.rejected, "summary": summary}

@@ -102,7 +102,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             else ["no machine signals for this task type"]
         )
         summary[kind] = line + (f" ({'; '.join(notes)})" if notes else "")
-    summary["rejected"] = stage.rejected_line(len(done.quarantine))
+    summary["rejected"] = stage.rejected_line(done.quarantined)
     summary["outputs"] = (
         f"decisions.parquet, machine_labels.parquet, tasks.parquet (still for people), fits.json in {stage.shown(stage.out)}"
     )

@@ -171,7 +171,7 @@ class CxcRelease(NamedTuple):
 
     def report(self) -> dict[str, Any]:
         """Rows, items, repeated and straddling items per task type, and rejects by reason."""
-        return {**repeats_report(self.judgments), "rejected": count_reasons(self.rejected)}
+        return {**repeats_report(self.judgments), "rejected": count_reasons((r.kind, r.reason) for r in self.rejected)}
 
 
 def release_worker(occurrence: int) -> str:

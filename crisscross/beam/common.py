@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import pickle
 import zlib
@@ -10,12 +11,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from crisscross.core.quarantine import Rejected
+from crisscross.core import io
+from crisscross.core.quarantine import Rejected, rejected_rows, sorted_quarantine
 
 REJECTED = "rejected"
 T = TypeVar("T")
@@ -153,3 +156,34 @@ def default_threads(processes: int) -> int:
     """A worker process's share of its machine's cores when ``processes`` worker processes share it
     (computed on the worker, so a cluster's workers use their own cores, not the launcher's)."""
     return max(1, (os.cpu_count() or 1) // max(1, processes))
+
+
+class QuarantineShards(beam.DoFn):
+    """A bundle's rejects as one Parquet shard in ``folder`` (sources relative to ``root``), named by
+    its bytes, so a retried bundle writes the same file; yields the shard's path.  Applied to each
+    step's rejects where they are made, a quarantine of millions of records never crosses between
+    processes record by record: only the shard paths are gathered (:func:`merge_quarantine`)."""
+
+    def __init__(self, folder: str, root: str | None) -> None:
+        self._folder, self._root = folder, root
+
+    def start_bundle(self) -> None:
+        self._rejected: list[Rejected] = []
+
+    def process(self, rejected: Rejected) -> None:
+        self._rejected.append(rejected)
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        if self._rejected:
+            data, self._rejected = io.parquet_bytes(rejected_rows(self._rejected, self._root)), []
+            path = io.join(self._folder, f"{hashlib.sha256(data).hexdigest()[:24]}.parquet")
+            io.write_bytes(path, data)
+            yield in_global_window(path)
+
+
+def merge_quarantine(shards: list[str], folder: str, target: str) -> None:
+    """The shards :class:`QuarantineShards` wrote (each path as often as it was yielded) as one
+    sorted table at ``target``; then their ``folder`` is deleted, with any shard of a failed attempt."""
+    io.write_parquet(target, sorted_quarantine(io.read_parquet(path) for path in shards))
+    if FileSystems.exists(folder):
+        FileSystems.delete([folder])

@@ -54,7 +54,7 @@ def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: 
         pipeline
         | f"Read[{label}:{space}]" >> beam.io.ReadFromParquetBatched(path)
         | f"Pairs[{label}:{space}]"
-        >> beam.FlatMap(lambda table, space=space: by_shard(neighbour_pairs(table.to_pylist(), space, top), lambda pe: "|".join(pe[0])))
+        >> beam.FlatMap(lambda table, space=space: by_shard(neighbour_pairs(table, space, top), lambda pe: "|".join(pe[0])))
         for space, path in sorted(tables.items())
     ]
     return parts | f"All[{label}]" >> beam.Flatten() | f"ByShard[{label}]" >> beam.GroupByKey()

@@ -44,7 +44,7 @@ def _load_unit(set_path: str) -> np.ndarray:
 
 
 class StripeTopK(beam.DoFn):
-    """Candidates from the block pairs of one stripe (i, j ≥ i), on ``threads`` threads (0: the
+    """Candidates from the block pairs of one stripe (:func:`stripes`), on ``threads`` threads (0: the
     worker's share of its cores among ``processes``); the normalised matrix is loaded once per worker."""
 
     def __init__(self, set_path: str, k: int, block: int, threads: int, processes: int, n_stripes: int) -> None:
@@ -60,15 +60,19 @@ class StripeTopK(beam.DoFn):
         for part in run_pairs(self._unit, stripe, self._block, self._k, self._threads):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
             yield part.start, part
-        LOG.info("%s: block row %d of %d done (%d block pairs)", self._set_path, stripe[0][0] + 1, self._n_stripes, len(stripe))
+        LOG.info("%s: stripe %d of %d done (%d block pairs)", self._set_path, stripe[0][0] + 1, self._n_stripes, len(stripe))
 
 
 def stripes(n: int, block: int) -> list[list[tuple[int, int]]]:
-    """The upper-triangle block pairs grouped by first block: one Beam element per stripe."""
+    """The upper-triangle block pairs as Beam elements of equal work: the pairs of first block i
+    (one per block from i on) with those of first block m - 1 - i, m blocks in all, so each element
+    holds m + 1 pairs (the middle one about half that), and workers handed equal numbers of
+    elements finish together."""
     grouped: dict[int, list[tuple[int, int]]] = {}
     for i, j in block_pairs(n, block):
         grouped.setdefault(i, []).append((i, j))
-    return [grouped[i] for i in sorted(grouped)]
+    m = len(grouped)
+    return [grouped[i] + (grouped[m - 1 - i] if m - 1 - i != i else []) for i in range(-(-m // 2))]
 
 
 def _merge_all(parts: Iterable[TopK]) -> TopK:

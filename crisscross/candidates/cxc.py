@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from crisscross.core.ids import CAPTION_KIND, IMAGE_KIND, published
 from crisscross.core.quarantine import Rejected, reject
@@ -79,12 +80,14 @@ def unordered(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
-def neighbour_pairs(rows: Iterable[Mapping[str, object]], space: str, top: int) -> Iterable[tuple[tuple[str, str], Evidence]]:
-    """(unordered pair, evidence) for every neighbour ranked within ``top`` (self-pairs skipped)."""
-    for row in rows:
-        query, neighbour, rank = str(row["query_id"]), str(row["neighbour_id"]), int(row["rank"])
-        if rank <= top and query != neighbour:
-            yield unordered(query, neighbour), Evidence(space, query, rank, float(row["similarity"]))
+def neighbour_pairs(table: pa.Table, space: str, top: int) -> Iterable[tuple[tuple[str, str], Evidence]]:
+    """(unordered pair, evidence) for every neighbour ranked within ``top`` (self-pairs skipped), from
+    rows of a neighbours table; the rows past ``top`` are cut in Arrow, never made Python objects."""
+    within = table.filter(pc.less_equal(table["rank"], top))
+    columns = (within.column(name).to_pylist() for name in ("query_id", "neighbour_id", "rank", "similarity"))
+    for query, neighbour, rank, similarity in zip(*columns, strict=True):
+        if query != neighbour:
+            yield unordered(query, neighbour), Evidence(space, query, rank, similarity)
 
 
 def image_pair(method: str, pair: tuple[str, str], evidence: Iterable[Evidence]) -> Candidate:
@@ -116,13 +119,19 @@ def cocaption_pairs(captions_by_image: Mapping[str, Sequence[str]], n: int, seed
     return [Candidate(C2C_COCAPTION, a, b, image, image, ()) for image, a, b in (pool[i] for i in np.sort(chosen))]
 
 
+def _fields(candidate: Candidate) -> tuple:
+    """A candidate's fields as a tuple: the dataclass's own order, compared in C rather than through
+    a Python ``__lt__`` per comparison (seconds for all of COCO's candidates)."""
+    return (candidate.method, candidate.id1, candidate.id2, candidate.image1, candidate.image2, candidate.provenance)
+
+
 def enforce_constraints(candidates: Sequence[Candidate], allow_cross_method: bool) -> tuple[list[Candidate], list[Rejected]]:
     """Keep the candidates that break no rule; reject self pairs, pairs repeated (in either order)
     within a method, and pairs already in another method (unless allowed), keeping the first."""
     kept: list[Candidate] = []
     rejected: list[Rejected] = []
     seen: dict[tuple[str, str], str] = {}
-    for candidate in sorted(candidates):
+    for candidate in sorted(candidates, key=_fields):
         key = unordered(candidate.id1, candidate.id2)
         record = {"method": candidate.method, "id1": candidate.id1, "id2": candidate.id2}
         pair_key = f"{key[0]}|{key[1]}"

@@ -78,10 +78,15 @@ def strict_json(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def write_parquet(path: str, table: pa.Table) -> None:
+def parquet_bytes(table: pa.Table) -> bytes:
+    """``table`` as the project writes every Parquet file (zstd)."""
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
-    write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_parquet(path: str, table: pa.Table) -> None:
+    write_bytes(path, parquet_bytes(table))
 
 
 NPY_CHUNK_ROWS = 65_536

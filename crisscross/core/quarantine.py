@@ -10,7 +10,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -48,17 +48,32 @@ def relative_source(source: str, root: str) -> str:
     return os.path.relpath(path, root) + colon + where if os.path.isabs(path) else source
 
 
+def rejected_rows(rejected: Iterable[Rejected], root: str | None = None) -> pa.Table:
+    """Rows in the given order; with ``root`` (the launching directory: workers read absolute
+    paths) sources name files relative to it, so the bytes do not depend on where the project lives."""
+    rows = list(rejected)
+    columns = {name: [getattr(r, name) for r in rows] for name in QUARANTINE_SCHEMA.names}
+    if root:
+        columns["source"] = [relative_source(source, root) for source in columns["source"]]
+    return pa.table(columns, schema=QUARANTINE_SCHEMA)
+
+
+def sorted_quarantine(parts: Iterable[pa.Table]) -> pa.Table:
+    """Parts of :func:`rejected_rows` as one table in one chunk, sorted by every column in turn, as
+    :class:`Rejected` objects order (UTF-8 bytes sort as code points do), so the table is the same
+    bytes whatever order the runner produced them in."""
+    table = pa.concat_tables([QUARANTINE_SCHEMA.empty_table(), *parts])
+    return table.sort_by([(name, "ascending") for name in QUARANTINE_SCHEMA.names]).combine_chunks()
+
+
 def quarantine_table(rejected: Iterable[Rejected], root: str | None = None) -> pa.Table:
-    """Rows sorted so the table is the same bytes whatever order the runner produced them in; with
-    ``root`` (the launching directory: workers read absolute paths) sources name files relative to
-    it, so the bytes do not depend on where the project lives."""
-    rows = sorted(replace(r, source=relative_source(r.source, root)) if root else r for r in rejected)
-    return pa.table({name: [getattr(r, name) for r in rows] for name in QUARANTINE_SCHEMA.names}, schema=QUARANTINE_SCHEMA)
+    """The quarantine of ``rejected``: :func:`rejected_rows`, sorted (:func:`sorted_quarantine`)."""
+    return sorted_quarantine([rejected_rows(rejected, root)])
 
 
-def count_reasons(rejected: Iterable[Rejected]) -> dict[str, dict[str, int]]:
-    """``{kind: {reason: n}}``, sorted, for reports."""
-    counts = Counter((r.kind, r.reason) for r in rejected)
+def count_reasons(kinds_and_reasons: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """``{kind: {reason: n}}``, sorted, for reports, from each reject's (kind, reason)."""
+    counts = Counter(kinds_and_reasons)
     out: dict[str, dict[str, int]] = {}
     for (kind, reason), n in sorted(counts.items()):
         out.setdefault(kind, {})[reason] = n

@@ -9,7 +9,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.common import SHARDS, WholeTable, by_shard, gather, shard_of, unpacked, unpacking
-from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.io import read_parquet
+from crisscross.core.quarantine import Rejected, quarantine_table, reject
+from crisscross.pipelines.stage import QUARANTINE, write_quarantine
 
 
 def rejects(prefix: str, n: int) -> list[Rejected]:
@@ -56,3 +58,16 @@ def test_whole_table_runs_the_library_step_once_and_routes_and_counts_its_reject
     result.wait_until_finish()
     counted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace("demo"))["counters"]
     assert {(c.key.metric.name, c.committed) for c in counted} == {("rejected/row/bad", 3)}
+
+
+def test_the_quarantine_is_written_in_shards_where_rejects_are_made_and_merged_as_one_sorted_table(tmp_path) -> None:
+    """Every reject of every producer and bundle, an identical one made twice included, reaches the
+    table, which equals the one sorted in memory; the shard folder is gone afterwards."""
+    made = [*rejects("a", 300), *rejects("a", 2), *[reject("row", f"b{i}", "bad", "d", f"{tmp_path}/in.csv:{i}", {}) for i in range(5)]]
+    with TestPipeline() as p:
+        first = p | "First" >> beam.Create([300, 2]) | "Make1" >> beam.FlatMap(lambda n: rejects("a", n))
+        second = p | "Second" >> beam.Create(list(range(5))) | "Make2" >> beam.Map(lambda i: made[302 + i])
+        write_quarantine((first, second), str(tmp_path), str(tmp_path))
+    assert read_parquet(str(tmp_path / QUARANTINE)).equals(quarantine_table(made, str(tmp_path)))
+    assert read_parquet(str(tmp_path / QUARANTINE)).column("source").to_pylist()[-5:] == [f"in.csv:{i}" for i in range(5)]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [QUARANTINE]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+
 from crisscross.candidates.cxc import (
     C2C_COCAPTION,
     C2C_ISIM,
@@ -17,18 +19,22 @@ from crisscross.candidates.cxc import (
     neighbour_pairs,
 )
 from crisscross.core.quarantine import Rejected
+from crisscross.similarity.neighbours import NEIGHBOURS_SCHEMA
 
 CAPTIONS = {"i:a": ["c:a1", "c:a2", "c:a3"], "i:b": ["c:b1", "c:b2"], "i:c": ["c:c1"]}
 
 
-def rows(query: str, neighbours: list[str]) -> list[dict]:
-    return [{"query_id": query, "rank": r + 1, "neighbour_id": n, "similarity": 1 - r / 10} for r, n in enumerate(neighbours)]
+def rows(query: str, neighbours: list[str]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"query_id": query, "rank": r + 1, "neighbour_id": n, "similarity": 1 - r / 10} for r, n in enumerate(neighbours)],
+        schema=NEIGHBOURS_SCHEMA,
+    )
 
 
 def test_neighbour_pairs_are_unordered_and_cut_at_top():
-    found = list(neighbour_pairs(rows("i:b", ["i:a", "i:c", "i:d"]), "text/use/cm", top=2))
+    found = list(neighbour_pairs(rows("i:b", ["i:a", "i:b", "i:c", "i:d"]), "text/use/cm", top=3))
     assert [pair for pair, _ in found] == [("i:a", "i:b"), ("i:b", "i:c")]
-    assert found[0][1] == Evidence("text/use/cm", "i:b", 1, 1.0)
+    assert found[0][1] == Evidence("text/use/cm", "i:b", 1, 1.0) and found[1][1].rank == 3
 
 
 def test_image_pair_unites_evidence_from_both_ends_and_encoders():
@@ -75,3 +81,11 @@ def test_constraints_keep_the_first_and_reject_the_rest():
     assert sorted((r.reason, r.key) for r in rejected) == [("cross-method", "p|q"), ("duplicate-pair", "x|y"), ("self-pair", "z|z")]
     kept, rejected = enforce_constraints([cand(C2C_ISIM, "p", "q"), cand(C2C_COCAPTION, "p", "q")], allow_cross_method=True)
     assert len(kept) == 2 and rejected == []
+
+
+def test_constraints_keep_the_first_in_the_candidates_own_order_provenance_breaking_ties():
+    later, first = (Evidence("text/use", "i:a", 2, 0.5),), (Evidence("text/bow", "i:b", 1, 0.9),)
+    kept, rejected = enforce_constraints(
+        [Candidate(I2I_CSIM, "i:a", "i:b", "i:a", "i:b", later), Candidate(I2I_CSIM, "i:a", "i:b", "i:a", "i:b", first)], False
+    )
+    assert [c.provenance for c in kept] == [first] and [r.reason for r in rejected] == ["duplicate-pair"]
