@@ -44,7 +44,7 @@ from crisscross.core.images import UnreadableImageError, load_rgb
 from crisscross.core.quarantine import Rejected, reject
 from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
 from crisscross.embed.lanes import InOrder, Lanes, lane_count
-from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_means, row_problem, set_dir
+from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, cocaption_means, row_problems, set_dir
 from crisscross.ingest.records import PIXELS_OK
 
 STAGE = "embed"
@@ -258,8 +258,7 @@ class EncodeBatches(beam.DoFn):
         if not done.ids:
             return
         good = []
-        for row, item_id in enumerate(done.ids):
-            problem = row_problem(done.vectors[row], done.dim)
+        for row, (item_id, problem) in enumerate(zip(done.ids, row_problems(done.vectors, done.dim), strict=True)):
             if problem is None:
                 good.append(row)
                 continue

@@ -200,7 +200,9 @@ def scheme_of(canonical: str) -> IdScheme:
     return scheme_for(split_id(canonical)[0])
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def published(canonical: str, kind: str) -> str:
-    """A canonical id in the form its dataset publishes it (COCO file name, sentid, Flickr name)."""
+    """A canonical id in the form its dataset publishes it (COCO file name, sentid, Flickr name);
+    remembered for the last 131,072 ids, since a table of pairs names each image a dozen times."""
     scheme = scheme_of(canonical)
     return scheme.published_caption(canonical) if kind == CAPTION_KIND else scheme.published_image(canonical)

@@ -113,26 +113,43 @@ def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarra
     return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
 
 
+MEANS_CHUNK = 8192  # images whose captions are normalised and averaged at once (bounds the copies)
+
+
 def cocaption_means(caption_ids: Sequence[str], image_ids: Sequence[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:
     """:func:`cocaption_mean` of every image's captions, rows in any order: ``(sorted image ids, means)``.
 
-    Each image goes through :func:`cocaption_mean` itself, so a mean's bytes do not depend on how
-    the rows were batched or grouped on the way."""
-    order = sorted(range(len(image_ids)), key=image_ids.__getitem__)
-    images, means = [], []
-    for image, members in groupby(order, key=image_ids.__getitem__):
-        rows = list(members)
+    Images with the same number of captions are averaged together, a chunk at a time: each mean
+    is still its captions' unit rows summed in caption-id order, the bytes of :func:`cocaption_mean`
+    whatever the batching (``tests/embed/test_sets.py``), without a Python step per image."""
+    rows = np.array(sorted(range(len(image_ids)), key=lambda r: (image_ids[r], caption_ids[r])), dtype=np.int64)
+    images, counts = [], []
+    for image, members in groupby(rows.tolist(), key=image_ids.__getitem__):
         images.append(image)
-        means.append(cocaption_mean([caption_ids[r] for r in rows], vectors[rows]))
-    return images, np.stack(means) if means else np.zeros((0, vectors.shape[1]), np.float32)
+        counts.append(sum(1 for _ in members))
+    sizes = np.asarray(counts, dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    means = np.zeros((len(images), vectors.shape[1]), np.float32)
+    for size in np.unique(sizes).tolist():
+        of_size = np.flatnonzero(sizes == size)
+        for chunk in range(0, len(of_size), MEANS_CHUNK):
+            which = of_size[chunk : chunk + MEANS_CHUNK]
+            members = rows[starts[which, None] + np.arange(size)]
+            unit = unit_rows(np.asarray(vectors[members.reshape(-1)], dtype=np.float32)).reshape(len(which), size, -1)
+            means[which] = unit.mean(axis=1, dtype=np.float64).astype(np.float32)
+    return images, means
+
+
+def row_problems(vectors: np.ndarray, dim: int) -> list[str | None]:
+    """Why each row of a matrix cannot be used (``wrong-dim``, ``non-finite``, ``zero-vector``), or
+    None; checked for all rows at once (an encoder's batch)."""
+    if vectors.ndim != 2 or vectors.shape[1] != dim:
+        return ["wrong-dim"] * len(vectors)
+    finite, nonzero = np.isfinite(vectors).all(axis=1).tolist(), vectors.any(axis=1).tolist()
+    return [None if ok and some else "zero-vector" if ok else "non-finite" for ok, some in zip(finite, nonzero, strict=True)]
 
 
 def row_problem(vector: np.ndarray, dim: int) -> str | None:
-    """Why a row cannot be used (``wrong-dim``, ``non-finite``, ``zero-vector``), or None."""
-    if vector.shape != (dim,):
-        return "wrong-dim"
-    if not np.all(np.isfinite(vector)):
-        return "non-finite"
-    if not np.any(vector):
-        return "zero-vector"
-    return None
+    """:func:`row_problems` of one row."""
+    vector = np.asarray(vector)
+    return row_problems(vector[None, :], dim)[0] if vector.ndim == 1 else "wrong-dim"

@@ -169,13 +169,23 @@ def _is_inside(resolved: str, root: str) -> bool:
     return resolved == root or resolved.startswith(root.rstrip("/") + "/")
 
 
+def _resolved_in(images_dir: str, name: str) -> str:
+    """``_resolved(_path(images_dir, name))``.  A plain file name in a local folder that is not a
+    symlink resolves to the resolved folder joined with it: one ``lstat`` instead of
+    ``realpath``'s one per component of the folder (millions of system calls for all of COCO)."""
+    plain = "/" not in name and name not in ("", ".", "..") and _SCHEME.match(images_dir) is None
+    if plain and not os.path.islink(os.path.join(images_dir, name)):
+        return os.path.join(_resolved_root(images_dir), name)
+    return _resolved(_path(images_dir, name))
+
+
 def _escape(file_name: str, images_dir: str) -> str | None:
     """Why a candidate path of ``file_name`` leaves ``images_dir``, or ``None`` when none does."""
     if "\0" in file_name:
         return "it holds a NUL character, so it names no file"
     root = _resolved_root(images_dir)
     for name in _candidates(file_name):
-        target = _resolved(_path(images_dir, name))
+        target = _resolved_in(images_dir, name)
         if not _is_inside(target, root):
             return f"{name!r} resolves to {target}"
     return None

@@ -3,7 +3,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crisscross.embed.sets import EmbeddingSet, cocaption_mean, cocaption_means, encoder_slug, row_problem
+from crisscross.embed import sets
+from crisscross.embed.sets import EmbeddingSet, cocaption_mean, cocaption_means, encoder_slug, row_problem, row_problems
 
 
 def test_cocaption_mean_weights_captions_equally_and_ignores_order():
@@ -20,6 +21,9 @@ def test_row_problems():
     assert row_problem(np.array([1, np.nan, 0], np.float32), 3) == "non-finite"
     assert row_problem(np.array([1, np.inf, 0], np.float32), 3) == "non-finite"
     assert row_problem(np.zeros(3, np.float32), 3) == "zero-vector"
+    batch = np.array([[1, 2, 3], [0, 0, 0], [np.nan, 0, 0], [np.inf, 1, 1], [0, 0, 1e-30]], np.float32)
+    assert row_problems(batch, 3) == [None, "zero-vector", "non-finite", "non-finite", None]
+    assert row_problems(batch, 4) == ["wrong-dim"] * 5
 
 
 def test_set_round_trip_is_sorted_memory_mapped_and_deterministic(tmp_path: Path):
@@ -50,15 +54,17 @@ def test_encoder_slug():
     assert encoder_slug("tfhub:/a/model") != encoder_slug("tfhub:/b/model")
 
 
-def test_cocaption_means_are_byte_identical_to_one_image_at_a_time_whatever_the_row_order():
+def test_cocaption_means_are_byte_identical_to_one_image_at_a_time_whatever_the_row_order(monkeypatch):
+    monkeypatch.setattr(sets, "MEANS_CHUNK", 2)  # images of one caption count averaged in several chunks
     rng = np.random.default_rng(3)
-    captions = {f"coco:img:{i}": [f"coco:cap:{i}{j}" for j in range(k)] for i, k in ((7, 5), (3, 9), (12, 1), (5, 6))}
+    sizes = ((7, 5), (3, 9), (12, 1), (5, 6), (8, 5), (41, 5), (6, 5), (2, 1))
+    captions = {f"coco:img:{i}": [f"coco:cap:{i}{j}" for j in range(k)] for i, k in sizes}
     caption_ids = [c for members in captions.values() for c in members]
     image_ids = [image for image, members in captions.items() for _ in members]
     vectors = rng.normal(size=(len(caption_ids), 16)).astype(np.float32)
     shuffled = rng.permutation(len(caption_ids))
     images, means = cocaption_means([caption_ids[r] for r in shuffled], [image_ids[r] for r in shuffled], vectors[shuffled])
-    assert images == sorted(captions) and means.dtype == np.float32 and means.shape == (4, 16)
+    assert images == sorted(captions) and means.dtype == np.float32 and means.shape == (len(sizes), 16)
     for image, mean in zip(images, means, strict=True):
         rows = [r for r, owner in enumerate(image_ids) if owner == image]
         assert mean.tobytes() == cocaption_mean([caption_ids[r] for r in rows], vectors[rows]).tobytes()

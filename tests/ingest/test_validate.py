@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from crisscross.core.quarantine import Rejected, count_reasons
+from crisscross.ingest import validate
 from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import (
     PIXELS_MISSING,
@@ -280,3 +282,15 @@ def test_an_image_file_that_is_not_a_regular_file_is_quarantined_never_opened(im
     # a file that became special after the path check is unreadable, not waited on
     assert check_image_file(image(file_name="x.jpg"), str(images_folder)).pixels == PIXELS_UNREADABLE
     assert check_image_path(image(file_name="a.jpg"), str(images_folder)) == image(file_name="a.jpg")
+
+
+def test_a_plain_name_resolves_as_realpath_resolves_it(images_folder: Path) -> None:
+    """The one-lstat shortcut for plain file names agrees with ``realpath`` through a folder that is
+    itself a link, for links inside, links out, missing files and names it leaves to ``realpath``."""
+    (images_folder / "link.jpg").symlink_to(images_folder.parent / "secret" / "private.jpg")
+    (images_folder / "alias.jpg").symlink_to(images_folder / "a.jpg")
+    (images_folder.parent / "folder-link").symlink_to(images_folder, target_is_directory=True)
+    for folder in (images_folder, images_folder.parent / "folder-link"):
+        for name in ("a.jpg", "link.jpg", "alias.jpg", "missing.jpg", "..", ".", "", "sub/a.jpg", "../secret/private.jpg"):
+            assert validate._resolved_in(str(folder), name) == os.path.realpath(os.path.join(folder, name)), (folder, name)
+    outside(check_image_path(image(file_name="link.jpg"), str(images_folder.parent / "folder-link")))
