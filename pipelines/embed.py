@@ -111,7 +111,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     summary: dict[str, str] = {"items": f"{n_captions} captions, {n_images} images"}
     for (modality, spec), (meta, unusable) in encoders.items():
         kinds = (CAPTIONS, COCAPTION_MEAN) if modality == TEXT else (IMAGES,)
-        sets = {kind: EmbeddingSet.read(set_dir(out, modality, spec, kind)).meta["count"] for kind in kinds}
+        sets = {kind: EmbeddingSet.read_meta(set_dir(out, modality, spec, kind))["count"] for kind in kinds}
         counts = counters(done.result, f"embed/{spec}")
         stats = {k.removeprefix("stat/"): v for k, v in counts.items() if k.startswith("stat/")}
         rejected = unusable + sum(v for k, v in counts.items() if k.startswith("rejected/"))

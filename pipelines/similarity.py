@@ -81,10 +81,12 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
             "peak_bytes_estimate": backend.peak_bytes(facts["rows"], facts["dim"], k),
         }
         if facts["rows"] >= 2:
-            table = io.read_parquet(io.join(out, space, "neighbours.parquet"))
-            entry["pairs"] = table.num_rows
+            neighbours = io.join(out, space, "neighbours.parquet")
+            entry["pairs"] = io.parquet_rows(neighbours)
             if backend.approximate:
-                entry["recall_at_k"] = measured_recall(io.join(stage.inputs, space), table, k, stage.settings.recall_queries, stage.seed)
+                entry["recall_at_k"] = measured_recall(
+                    io.join(stage.inputs, space), io.read_parquet(neighbours), k, stage.settings.recall_queries, stage.seed
+                )
         per_space[space] = entry
         line = f"{facts['rows']} rows ({facts['excluded']} excluded) → {entry.get('pairs', 0)} neighbour pairs, K={k}"
         if "recall_at_k" in entry:

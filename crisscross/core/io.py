@@ -267,9 +267,18 @@ PARQUET_ERRORS = (OSError, ValueError, pa.ArrowException)
 def read_parquet(path: str) -> pa.Table:
     """A Parquet file read whole (regular files only); bytes that are no Parquet table are an
     :class:`InputError` naming the file."""
+    return _parquet(path, pq.read_table)
+
+
+def parquet_rows(path: str) -> int:
+    """The number of rows of a Parquet file, from its footer (nothing decoded); refused as :func:`read_parquet` refuses."""
+    return _parquet(path, lambda source: pq.read_metadata(source).num_rows)
+
+
+def _parquet(path: str, read: Callable[[io.BytesIO], Any]) -> Any:
     data = read_bytes(path)
     try:
-        return pq.read_table(io.BytesIO(data))
+        return read(io.BytesIO(data))
     except PARQUET_ERRORS as error:
         raise InputError(f"{path}: not a readable Parquet file ({one_line(error)})") from error
 

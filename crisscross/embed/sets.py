@@ -89,8 +89,12 @@ class EmbeddingSet:
         else:
             vectors = np.load(BytesIO(io.read_bytes(vectors_path)), allow_pickle=False)
         ids = io.read_parquet(io.join(directory, "ids.parquet")).column("id").to_pylist()
-        meta = json.loads(io.read_bytes(io.join(directory, "meta.json")))
-        return cls(ids=ids, vectors=vectors, meta=meta)
+        return cls(ids=ids, vectors=vectors, meta=cls.read_meta(directory))
+
+    @staticmethod
+    def read_meta(directory: str | Path) -> dict[str, Any]:
+        """A set's ``meta.json`` alone (its encoder, width and row count), without its ids or vectors."""
+        return json.loads(io.read_bytes(io.join(str(directory), "meta.json")))
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
