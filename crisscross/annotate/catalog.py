@@ -27,13 +27,13 @@ class Catalog:
 
     @classmethod
     def from_tables(cls, captions: pa.Table, images: pa.Table) -> Catalog:
-        caption_rows = captions.select(["caption_id", "image_id", "text"]).to_pylist()
-        image_rows = images.select(["image_id", "path", "pixels"]).to_pylist()
+        caption_ids, texts = (captions.column(name).to_pylist() for name in ("caption_id", "text"))
+        image_ids, paths, pixels = (images.column(name).to_pylist() for name in ("image_id", "path", "pixels"))
         return cls(
-            texts={r["caption_id"]: r["text"] for r in caption_rows if r["text"]},
+            texts={caption: text for caption, text in zip(caption_ids, texts, strict=True) if text},
             image_of=caption_images(captions),
-            paths={r["image_id"]: r["path"] for r in image_rows if r["pixels"] == PIXELS_OK and r["path"]},
-            pixels={r["image_id"]: r["pixels"] for r in image_rows},
+            paths={image: path for image, path, status in zip(image_ids, paths, pixels, strict=True) if status == PIXELS_OK and path},
+            pixels=dict(zip(image_ids, pixels, strict=True)),
         )
 
     def rooted(self, root: str) -> Catalog:
