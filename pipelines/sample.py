@@ -9,6 +9,7 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from crisscross.beam.sample import SampleCandidates
 from crisscross.candidates.cxc import C2C_COCAPTION, C2C_ISIM, METHODS, SampleSettings, candidate_csvs
@@ -17,6 +18,7 @@ from crisscross.embed.sets import COCAPTION_MEAN, IMAGES, set_dir
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, write_quarantine
 
+CANDIDATE_SHARDS = ".candidate-shards"  # the drawn candidates while the job runs, deleted by the check
 STAGE = Stage(name="sample", order=40, description="neighbours → CxC intramodal candidates (i2i_csim, c2c_isim, c2c_cocaption)")
 
 
@@ -50,6 +52,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         settings.cocaption_ratio,
         stage.seed,
         settings.allow_cross_method,
+        io.join(out, CANDIDATE_SHARDS),
     )
     outputs.candidates | "Write" >> beam.Map(write_candidates, out)
     write_quarantine(outputs.rejected, out, stage.root)
@@ -72,7 +75,7 @@ def report(done: Finished, stage: StageArgs) -> dict[str, Any]:
     pixels = Counter(images.column("pixels").to_pylist())
     coverage = {}
     for space, path in {**i2i, **c2c}.items():
-        queries = len(set(io.read_parquet(path).column("query_id").to_pylist()))
+        queries = pc.count_distinct(io.read_parquet(path).column("query_id")).as_py()
         coverage[space] = {"images": queries, "left_out": n_images - queries}
     summary = {method: f"{n} candidates" for method, n in counts.items()}
     empty_image_spaces = [s for s in c2c if coverage[s]["images"] == 0]

@@ -24,7 +24,7 @@ import pyarrow as pa
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from crisscross.beam.common import QuarantineShards, gather, merge_quarantine, unpacking
+from crisscross.beam.common import gather, merge_quarantine, quarantine_shards, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.errors import InputError, ParamError
 from crisscross.core.quarantine import Rejected, RejectionError, count_reasons
@@ -291,7 +291,7 @@ def write_quarantine(rejected: beam.PCollection | tuple[beam.PCollection, ...], 
     rejects is written in shards by the step that makes it, so only the shards' paths meet."""
     parts = rejected if isinstance(rejected, tuple) else (rejected,)
     folder = io.join(out, QUARANTINE_SHARDS)
-    shards = [part | f"QuarantineShards[{n}]" >> beam.ParDo(QuarantineShards(folder, root)) for n, part in enumerate(parts)]
+    shards = [part | f"QuarantineShards[{n}]" >> beam.ParDo(quarantine_shards(folder, root)) for n, part in enumerate(parts)]
     gather("GatherRejected", shards | "AllShards" >> beam.Flatten()) | "WriteQuarantine" >> beam.Map(
         unpacking(merge_quarantine), folder, io.join(out, QUARANTINE)
     )

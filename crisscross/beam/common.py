@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
@@ -158,32 +159,43 @@ def default_threads(processes: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, processes))
 
 
-class QuarantineShards(beam.DoFn):
-    """A bundle's rejects as one Parquet shard in ``folder`` (sources relative to ``root``), named by
-    its bytes, so a retried bundle writes the same file; yields the shard's path.  Applied to each
-    step's rejects where they are made, a quarantine of millions of records never crosses between
-    processes record by record: only the shard paths are gathered (:func:`merge_quarantine`)."""
+class TableShards(beam.DoFn):
+    """A bundle's records as one Parquet shard in ``folder`` (``to_table`` makes the table), named
+    by its bytes, so a retried bundle writes the same file; yields the shard's path.  Applied where
+    the records are made, millions of them never cross between processes: only the shard paths are
+    gathered, and the step that needs them all reads the shards (:func:`read_shards`)."""
 
-    def __init__(self, folder: str, root: str | None) -> None:
-        self._folder, self._root = folder, root
+    def __init__(self, folder: str, to_table: Callable[[list[Any]], pa.Table]) -> None:
+        self._folder, self._to_table = folder, to_table
 
     def start_bundle(self) -> None:
-        self._rejected: list[Rejected] = []
+        self._records: list[Any] = []
 
-    def process(self, rejected: Rejected) -> None:
-        self._rejected.append(rejected)
+    def process(self, record: Any) -> None:
+        self._records.append(record)
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
-        if self._rejected:
-            data, self._rejected = io.parquet_bytes(rejected_rows(self._rejected, self._root)), []
+        if self._records:
+            data, self._records = io.parquet_bytes(self._to_table(self._records)), []
             path = io.join(self._folder, f"{hashlib.sha256(data).hexdigest()[:24]}.parquet")
             io.write_bytes(path, data)
             yield in_global_window(path)
 
 
-def merge_quarantine(shards: list[str], folder: str, target: str) -> None:
-    """The shards :class:`QuarantineShards` wrote (each path as often as it was yielded) as one
-    sorted table at ``target``; then their ``folder`` is deleted, with any shard of a failed attempt."""
-    io.write_parquet(target, sorted_quarantine(io.read_parquet(path) for path in shards))
+def quarantine_shards(folder: str, root: str | None) -> TableShards:
+    """:class:`TableShards` of rejects (sources relative to ``root``), for :func:`merge_quarantine`."""
+    return TableShards(folder, functools.partial(rejected_rows, root=root))
+
+
+def read_shards(shards: list[str], folder: str) -> list[pa.Table]:
+    """The tables of :class:`TableShards` (each path as often as it was yielded); then their
+    ``folder`` is deleted, with any shard of a failed attempt."""
+    tables = [io.read_parquet(path) for path in shards]
     if FileSystems.exists(folder):
         FileSystems.delete([folder])
+    return tables
+
+
+def merge_quarantine(shards: list[str], folder: str, target: str) -> None:
+    """The rejects' shards (:func:`quarantine_shards`) as one sorted table at ``target``."""
+    io.write_parquet(target, sorted_quarantine(read_shards(shards, folder)))

@@ -1,15 +1,16 @@
 """The sample composite: neighbour tables + captions → CxC intramodal candidates, with provenance.
 
 Neighbour rows become (unordered pair, evidence); grouping by pair unites what several encoders
-and both ends of a pair found.  Tables are read as Arrow row groups, pairs are shuffled in
-per-shard lists (``common.by_shard``) and candidates travel as lists, both packed
-(``common.packed``: a runner copies the three methods' lists where they meet, and sizes every
-step's output from a sample it encodes), so all of COCO's ~3M neighbour rows per space cost a
-few thousand Beam elements, each copied as bytes.  Caption draws read the captions of
-each image from ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
-``c2c_isim`` count as a singleton side input.
-Finally all candidates meet in one place for the constraint check (self pairs, duplicates in
-either order, pairs in two methods), whose rejects are routed to the quarantine.
+and both ends of a pair found.  Tables are read as Arrow row groups and pairs are shuffled in
+per-shard lists (``common.by_shard``, packed: a runner copies a step's output where steps meet,
+and sizes it from a sample it encodes), so all of COCO's ~3M neighbour rows per space cost a few
+thousand Beam elements, each copied as bytes.  Caption draws read the captions of each image from
+``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
+``c2c_isim`` count as a singleton side input.  Candidates become table rows where they are drawn
+(``cxc.candidates_table``: published ids, provenance JSON, so that work is shared among workers)
+and are written there as Parquet shards (``common.TableShards``).
+Finally the shards' paths meet in one place for the constraint check (self pairs, duplicates in
+either order, pairs in two methods), in Arrow, whose rejects are routed to the quarantine.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.utils.shared import Shared
 
-from crisscross.beam.common import REJECTED, by_shard, gather, packed, route, unpacked, unpacking
+from crisscross.beam.common import REJECTED, TableShards, by_shard, gather, read_shards, route, unpacked, unpacking
 from crisscross.candidates.cxc import (
+    C2C_COCAPTION,
     C2C_ISIM,
     I2I_CSIM,
     candidates_table,
@@ -93,30 +96,30 @@ class CaptionsOf:
         return self._handle.acquire(lambda: _Loaded(read_captions_by_image(self._path))).by_image
 
 
-def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> bytes:
-    """One shard's ``i2i_csim`` candidates, as one packed list."""
-    return packed(image_pair(I2I_CSIM, pair, evidence) for pair, evidence in _group_pairs(keyed))
+def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> pa.Table:
+    """One shard's ``i2i_csim`` candidates, as a table."""
+    return candidates_table(image_pair(I2I_CSIM, pair, evidence) for pair, evidence in _group_pairs(keyed))
 
 
 def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
-    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as one packed list and
-    their count (tag ``count``, for the co-caption quota without opening the list again)."""
+    """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as a table and their
+    count (tag ``count``, for the co-caption quota)."""
     by_image = captions.by_image()
     drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in _group_pairs(keyed)]
     kept = [d for d in drawn if not isinstance(d, Rejected)]
     yield from (d for d in drawn if isinstance(d, Rejected))
     yield beam.pvalue.TaggedOutput("count", len(kept))
-    yield packed(kept)
+    yield candidates_table(kept)
 
 
 def _quota(n_isim: int, ratio: float) -> int:
     return int(round(n_isim * ratio))
 
 
-def _keep(lists: list[bytes], allow_cross_method: bool) -> Iterable[Any]:
-    """The candidate lists checked: the kept ones as one table, the rejects one by one."""
-    kept, rejected = enforce_constraints([c for candidates in lists for c in unpacked(candidates)], allow_cross_method)
-    yield beam.pvalue.TaggedOutput("kept_table", candidates_table(kept))
+def _keep(shards: list[str], folder: str, allow_cross_method: bool) -> Iterable[Any]:
+    """The candidates' shards checked: the kept rows as one table, the rejects one by one."""
+    kept, rejected = enforce_constraints(read_shards(shards, folder), allow_cross_method)
+    yield beam.pvalue.TaggedOutput("kept_table", kept)
     yield from rejected
 
 
@@ -131,11 +134,12 @@ class SampleCandidates(beam.PTransform):
         cocaption_ratio: float,
         seed: int,
         allow_cross_method: bool,
+        shards_folder: str,
     ) -> None:
         super().__init__()
         self._i2i, self._c2c, self._captions = dict(i2i_tables), dict(c2c_tables), captions_path
         self._top_i2i, self._top_c2c, self._ratio, self._seed = top_i2i, top_c2c, cocaption_ratio, seed
-        self._allow_cross = allow_cross_method
+        self._allow_cross, self._shards = allow_cross_method, shards_folder
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> SampleOutputs:
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
@@ -157,17 +161,21 @@ class SampleCandidates(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Cocaption"
             >> beam.Map(
-                lambda _, n: packed(cocaption_pairs(captions.by_image(), _quota(n, ratio), seed)),
+                lambda _, n: candidates_table(cocaption_pairs(captions.by_image(), _quota(n, ratio), seed)),
                 beam.pvalue.AsSingleton(n_isim),
             )
         )
+        shards = [
+            tables | f"Shards[{method}]" >> beam.ParDo(TableShards(self._shards, pa.concat_tables))
+            for method, tables in ((I2I_CSIM, i2i), (C2C_ISIM, isim), (C2C_COCAPTION, cocaption))
+        ]
         checked = route(
             "Constraints",
-            gather("Gather", (i2i, isim, cocaption) | "AllCandidates" >> beam.Flatten()),
+            gather("Gather", shards | "AllShards" >> beam.Flatten()),
             STAGE,
             unpacking(_keep),
             many=True,
-            args=(self._allow_cross,),
+            args=(self._shards, self._allow_cross),
             tags=("kept_table",),
         )
         rejected = (no_captions, checked[REJECTED]) | "AllRejected" >> beam.Flatten()

@@ -60,7 +60,7 @@ class Evidence:
     similarity: float
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Candidate:
     method: str
     id1: str  # id1 < id2: a pair is unordered
@@ -119,69 +119,58 @@ def cocaption_pairs(captions_by_image: Mapping[str, Sequence[str]], n: int, seed
     return [Candidate(C2C_COCAPTION, a, b, image, image, ()) for image, a, b in (pool[i] for i in np.sort(chosen))]
 
 
-def _fields(candidate: Candidate) -> tuple:
-    """A candidate's fields as a tuple: the dataclass's own order, compared in C rather than through
-    a Python ``__lt__`` per comparison (seconds for all of COCO's candidates)."""
-    return (candidate.method, candidate.id1, candidate.id2, candidate.image1, candidate.image2, candidate.provenance)
-
-
-def enforce_constraints(candidates: Sequence[Candidate], allow_cross_method: bool) -> tuple[list[Candidate], list[Rejected]]:
-    """Keep the candidates that break no rule; reject self pairs, pairs repeated (in either order)
-    within a method, and pairs already in another method (unless allowed), keeping the first."""
-    kept: list[Candidate] = []
-    rejected: list[Rejected] = []
-    seen: dict[tuple[str, str], str] = {}
-    for candidate in sorted(candidates, key=_fields):
-        key = unordered(candidate.id1, candidate.id2)
-        record = {"method": candidate.method, "id1": candidate.id1, "id2": candidate.id2}
-        pair_key = f"{key[0]}|{key[1]}"
-        if candidate.id1 == candidate.id2:
-            rejected.append(
-                reject("pair", pair_key, "self-pair", f"{candidate.method} pairs {candidate.id1} with itself", candidate.method, record)
-            )
-        elif key in seen and seen[key] == candidate.method:
-            rejected.append(
-                reject("pair", pair_key, "duplicate-pair", f"{candidate.method} holds {pair_key} twice", candidate.method, record)
-            )
-        elif key in seen and not allow_cross_method:
-            rejected.append(
-                reject("pair", pair_key, "cross-method", f"{pair_key} is in {seen[key]} and {candidate.method}", candidate.method, record)
-            )
-        else:
-            seen.setdefault(key, candidate.method)
-            kept.append(candidate)
-    return kept, rejected
-
-
 CANDIDATES_SCHEMA = pa.schema(
     [(name, pa.string()) for name in ("method", "id1", "id2", "image1", "image2", "published1", "published2", "provenance")]
 )
 # CxC-shaped candidate files (no scores yet): the release file of each task type and its methods.
 CANDIDATE_FILES = {"sts_candidates.csv": (STS.name, (C2C_ISIM, C2C_COCAPTION)), "sis_candidates.csv": (SIS.name, (I2I_CSIM,))}
-
-
-def _sorted(candidates: Iterable[Candidate]) -> list[Candidate]:
-    return sorted(candidates, key=lambda c: (c.method, c.id1, c.id2))
+# The candidates' order: every column in turn, so (method, id1, id2) first, as the files list them.
+_ORDER = [(name, "ascending") for name in CANDIDATES_SCHEMA.names]
 
 
 def candidates_table(candidates: Iterable[Candidate]) -> pa.Table:
-    """Candidates sorted by (method, id1, id2), with their ids also in published form."""
-    rows = []
-    for c in _sorted(candidates):
-        kind = IMAGE_KIND if c.method == I2I_CSIM else CAPTION_KIND
-        rows.append(
-            {
-                "method": c.method,
-                "id1": c.id1,
-                "id2": c.id2,
-                "image1": c.image1,
-                "image2": c.image2,
-                "published1": published(c.id1, kind),
-                "published2": published(c.id2, kind),
-                "provenance": c.provenance_json(),
-            }
-        )
-    return pa.Table.from_pylist(rows, schema=CANDIDATES_SCHEMA)
+    """Candidates as rows, their ids also in published form and their provenance as JSON, in the
+    candidates' order (by every column: Arrow orders UTF-8 bytes as Python orders code points).
+    Made where the candidates are drawn, so what crosses to the constraint check is columns."""
+    rows = list(candidates)
+    kinds = [IMAGE_KIND if c.method == I2I_CSIM else CAPTION_KIND for c in rows]
+    columns = {
+        "method": [c.method for c in rows],
+        "id1": [c.id1 for c in rows],
+        "id2": [c.id2 for c in rows],
+        "image1": [c.image1 for c in rows],
+        "image2": [c.image2 for c in rows],
+        "published1": [published(c.id1, kind) for c, kind in zip(rows, kinds, strict=True)],
+        "published2": [published(c.id2, kind) for c, kind in zip(rows, kinds, strict=True)],
+        "provenance": [c.provenance_json() for c in rows],
+    }
+    return pa.table(columns, schema=CANDIDATES_SCHEMA).sort_by(_ORDER)
+
+
+def enforce_constraints(tables: Iterable[pa.Table], allow_cross_method: bool) -> tuple[pa.Table, list[Rejected]]:
+    """The candidates (:func:`candidates_table` parts) that break no rule, as one table in the
+    candidates' order; rejected: self pairs, pairs repeated (in either order) within a method, and
+    pairs already in another method (unless allowed).  Of repeats the first in that order is kept;
+    two candidates equal in every column are the same row, whichever is kept."""
+    ordered = pa.concat_tables([CANDIDATES_SCHEMA.empty_table(), *tables]).sort_by(_ORDER)
+    methods, firsts, seconds = (ordered.column(name).to_pylist() for name in ("method", "id1", "id2"))
+    keep = np.zeros(ordered.num_rows, dtype=bool)
+    rejected: list[Rejected] = []
+    seen: dict[tuple[str, str], str] = {}
+    for row, (method, id1, id2) in enumerate(zip(methods, firsts, seconds, strict=True)):
+        key = unordered(id1, id2)
+        record = {"method": method, "id1": id1, "id2": id2}
+        pair_key = f"{key[0]}|{key[1]}"
+        if id1 == id2:
+            rejected.append(reject("pair", pair_key, "self-pair", f"{method} pairs {id1} with itself", method, record))
+        elif key in seen and seen[key] == method:
+            rejected.append(reject("pair", pair_key, "duplicate-pair", f"{method} holds {pair_key} twice", method, record))
+        elif key in seen and not allow_cross_method:
+            rejected.append(reject("pair", pair_key, "cross-method", f"{pair_key} is in {seen[key]} and {method}", method, record))
+        else:
+            seen.setdefault(key, method)
+            keep[row] = True
+    return ordered.filter(pa.array(keep)).combine_chunks(), rejected
 
 
 def candidate_csvs(table: pa.Table) -> dict[str, bytes]:

@@ -9,9 +9,11 @@ import pyarrow as pa
 from crisscross.candidates.cxc import (
     C2C_COCAPTION,
     C2C_ISIM,
+    CANDIDATES_SCHEMA,
     I2I_CSIM,
     Candidate,
     Evidence,
+    candidates_table,
     caption_pair_for_images,
     cocaption_pairs,
     enforce_constraints,
@@ -63,29 +65,46 @@ def test_cocaption_pairs_are_distinct_within_image_pairs():
     assert len(cocaption_pairs(CAPTIONS, 100, seed=4)) == 4  # only 3 + 1 within-image pairs exist
 
 
+def constrained(candidates: list[Candidate], allow_cross_method: bool = False) -> tuple[list[tuple[str, ...]], list[Rejected]]:
+    """``enforce_constraints`` over the candidates split in two tables, as two shards send them."""
+    half = len(candidates) // 2
+    kept, rejected = enforce_constraints([candidates_table(candidates[half:]), candidates_table(candidates[:half])], allow_cross_method)
+    assert kept.schema == CANDIDATES_SCHEMA and kept.column("method").num_chunks == 1
+    return [tuple(row.values()) for row in kept.to_pylist()], rejected
+
+
 def test_constraints_keep_the_first_and_reject_the_rest():
     def cand(method: str, a: str, b: str) -> Candidate:
         return Candidate(method, a, b, a, b, ())
 
-    kept, rejected = enforce_constraints(
+    kept, rejected = constrained(
         [
-            cand(I2I_CSIM, "x", "y"),
-            cand(I2I_CSIM, "x", "y"),
-            cand(I2I_CSIM, "z", "z"),
-            cand(C2C_ISIM, "p", "q"),
-            cand(C2C_COCAPTION, "p", "q"),
-        ],
-        allow_cross_method=False,
+            cand(I2I_CSIM, "coco:img:2", "coco:img:1"),
+            cand(I2I_CSIM, "coco:img:1", "coco:img:2"),
+            cand(I2I_CSIM, "coco:img:3", "coco:img:3"),
+            cand(C2C_ISIM, "coco:cap:4", "coco:cap:5"),
+            cand(C2C_COCAPTION, "coco:cap:4", "coco:cap:5"),
+        ]
     )
-    assert [(c.method, c.id1, c.id2) for c in kept] == [(C2C_COCAPTION, "p", "q"), (I2I_CSIM, "x", "y")]
-    assert sorted((r.reason, r.key) for r in rejected) == [("cross-method", "p|q"), ("duplicate-pair", "x|y"), ("self-pair", "z|z")]
-    kept, rejected = enforce_constraints([cand(C2C_ISIM, "p", "q"), cand(C2C_COCAPTION, "p", "q")], allow_cross_method=True)
+    assert [row[:3] for row in kept] == [(C2C_COCAPTION, "coco:cap:4", "coco:cap:5"), (I2I_CSIM, "coco:img:1", "coco:img:2")]
+    assert kept[1][5:] == ("COCO_val2014_000000000001.jpg", "COCO_val2014_000000000002.jpg", "[]")
+    assert sorted((r.reason, r.key) for r in rejected) == [
+        ("cross-method", "coco:cap:4|coco:cap:5"),
+        ("duplicate-pair", "coco:img:1|coco:img:2"),
+        ("self-pair", "coco:img:3|coco:img:3"),
+    ]
+    kept, rejected = constrained([cand(C2C_ISIM, "coco:cap:4", "coco:cap:5"), cand(C2C_COCAPTION, "coco:cap:4", "coco:cap:5")], True)
     assert len(kept) == 2 and rejected == []
+    kept, rejected = constrained([])
+    assert kept == [] and rejected == []
 
 
-def test_constraints_keep_the_first_in_the_candidates_own_order_provenance_breaking_ties():
-    later, first = (Evidence("text/use", "i:a", 2, 0.5),), (Evidence("text/bow", "i:b", 1, 0.9),)
-    kept, rejected = enforce_constraints(
-        [Candidate(I2I_CSIM, "i:a", "i:b", "i:a", "i:b", later), Candidate(I2I_CSIM, "i:a", "i:b", "i:a", "i:b", first)], False
-    )
-    assert [c.provenance for c in kept] == [first] and [r.reason for r in rejected] == ["duplicate-pair"]
+def test_constraints_keep_the_first_in_the_candidates_order_whatever_order_they_come_in():
+    """Repeats of one pair within a method are ordered by their other columns, provenance last, so
+    the same one is kept however the shards deliver them."""
+    low, high = (Evidence("text/use", "coco:img:1", 2, 0.5),), (Evidence("text/use", "coco:img:2", 1, 0.9),)
+    a = Candidate(I2I_CSIM, "coco:img:1", "coco:img:2", "coco:img:1", "coco:img:2", high)
+    b = Candidate(I2I_CSIM, "coco:img:1", "coco:img:2", "coco:img:1", "coco:img:2", low)
+    for order in ([a, b], [b, a]):
+        kept, rejected = constrained(order)
+        assert [json.loads(row[-1])[0]["query"] for row in kept] == ["coco:img:1"] and [r.reason for r in rejected] == ["duplicate-pair"]

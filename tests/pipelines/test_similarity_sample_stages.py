@@ -78,6 +78,8 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
         sis = list(csv.DictReader(handle))
     assert len(sis) == counts["i2i_csim"] and sis[0]["image1"].startswith("COCO_val2014_")
     report = json.loads((karpathy_test / "candidates" / "report.json").read_text())
+    written = ["candidates.parquet", "quarantine.parquet", "report.json", "sis_candidates.csv", "sts_candidates.csv"]
+    assert sorted(path.name for path in (karpathy_test / "candidates").iterdir()) == written  # the shards are gone
     assert report["coverage"]["image/efficientnet-lite0/images"] == {"images": 370, "left_out": 4630}
     assert "4630 with pixels missing" in report["summary"]["image/efficientnet-lite0/images"]
 
