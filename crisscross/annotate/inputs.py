@@ -1,20 +1,14 @@
-"""A round's items, read from the stage before's output: candidate pairs → items, or batches formed
-upstream (the filter stage's VERIFY batches) → tasks as formed; each checked against the catalog,
-with one reject per refused row (:mod:`crisscross.annotate.items`)."""
+"""A round's batches formed upstream (the filter stage's VERIFY batches), read from the stage
+before's output → tasks as formed, checked against the catalog, with one reject per refused row
+(:mod:`crisscross.annotate.items`; candidate pairs become items in ranges, ``beam/tasks``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.items import batched_verify_tasks, items_from_candidates
+from crisscross.annotate.items import batched_verify_tasks
 from crisscross.core import io
-
-
-def candidate_items(candidates_path: str, items: str) -> list[Any]:
-    """The item table of a candidates file, then one Rejected per refused candidate."""
-    table, rejected = items_from_candidates(io.read_parquet(candidates_path), load_catalog(items))
-    return [table, *rejected]
 
 
 def formed_batches(batches_path: str, items: str) -> list[Any]:

@@ -31,21 +31,31 @@ ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", 
 @dataclass(frozen=True)
 class _Pair:
     record: Mapping[str, Any]
-    source: str
+    source: str  # "<file>:<row number>"
     method: str | None
     kind: str | None  # task type; None when the method maps to none
     first: str | None
     second: str | None
+    position: int  # the row's number in its table
 
 
 def items_from_candidates(candidates: pa.Table, catalog: Catalog, source: str = "candidates.parquet") -> tuple[pa.Table, list[Rejected]]:
     """Items (:data:`ITEMS_SCHEMA`, sorted by ``item_id``) from a candidates table (``method``,
     ``id1``, ``id2``), and a ``Rejected`` for every row that is not one (see :func:`_items`)."""
+    return _items(checked_candidates(candidates, catalog, 0, candidates.num_rows, source))
+
+
+def checked_candidates(
+    candidates: pa.Table, catalog: Catalog, start: int, stop: int, source: str = "candidates.parquet"
+) -> tuple[list[MadeItem], list[Rejected]]:
+    """Rows ``start``–``stop`` of a candidates table checked one by one (:func:`_item`): each row
+    is checked on its own, so ranges of a large table are checked apart, then :func:`first_items`."""
+    rows = candidates.slice(start, stop - start).to_pylist()
     pairs = (
-        _Pair(row, f"{source}:{n}", row.get("method"), method_task_type(row.get("method")), row.get("id1"), row.get("id2"))
-        for n, row in enumerate(candidates.to_pylist(), start=1)
+        _Pair(row, f"{source}:{n}", row.get("method"), method_task_type(row.get("method")), row.get("id1"), row.get("id2"), n)
+        for n, row in enumerate(rows, start=start + 1)
     )
-    return _items(pairs, catalog)
+    return _checked(pairs, catalog)
 
 
 def verify_items(
@@ -54,10 +64,10 @@ def verify_items(
     """VERIFY items from (``image_id``, ``caption_id``) rows; a ``method`` column, when present,
     overrides the ``method`` argument per row."""
     rows = (
-        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"))
+        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"), n)
         for n, row in enumerate(pairs.to_pylist(), start=1)
     )
-    return _items(rows, catalog)
+    return _items(_checked(rows, catalog))
 
 
 def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "batches.parquet") -> tuple[pa.Table, list[Rejected]]:
@@ -81,7 +91,7 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
             continue
         formed_gold.setdefault(batch, set()).add(gold)
         made = _item(
-            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id")),
+            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id"), n),
             catalog,
         )
         if isinstance(made, tuple):
@@ -115,30 +125,58 @@ def method_task_type(method: object) -> str | None:
     return next((kind.name for kind in task_types() for prefix in kind.methods if str(method).startswith(prefix)), None)
 
 
-def _items(pairs: Iterable[_Pair], catalog: Catalog) -> tuple[pa.Table, list[Rejected]]:
-    """One item per distinct ``item_id``, the first row (in input order) providing its method.
+def _items(checked: tuple[list[MadeItem], list[Rejected]]) -> tuple[pa.Table, list[Rejected]]:
+    """Checked rows (:func:`_checked`) → one item per distinct ``item_id``, the first row (in input
+    order) providing its method, and every reject.
 
     Reasons: ``missing-field``, ``unknown-method``, ``bad-id`` (not a canonical id), ``wrong-kind``
     (the ids' kinds do not fit the task type), ``self-pair``, ``unknown-id`` / ``no-pixels`` (raters
     could not be shown it), ``duplicate-item`` (the same item as an earlier row, e.g. the pair in
     the other order; it is judged once, under the earlier row's method).
     """
-    kept: dict[str, dict[str, str]] = {}
-    first_source: dict[str, str] = {}
+    made, rejected = checked
+    items, duplicates = first_items(made)
+    return items, rejected + duplicates
+
+
+@dataclass(frozen=True)
+class MadeItem:
+    """A row that makes an item: its place in its table (of rows making the same item, the
+    earliest gives it), where it came from, the row as read (for a later one's reject), the item."""
+
+    position: int
+    source: str
+    record: Mapping[str, Any]
+    item: dict[str, str]
+
+
+def _checked(pairs: Iterable[_Pair], catalog: Catalog) -> tuple[list[MadeItem], list[Rejected]]:
+    """Each pair's item, or its reject; numbered in the order given."""
+    made: list[MadeItem] = []
     rejected: list[Rejected] = []
     for pair in pairs:
-        made = _item(pair, catalog)
-        if isinstance(made, tuple):
-            reason, detail, key = made
+        item = _item(pair, catalog)
+        if isinstance(item, tuple):
+            reason, detail, key = item
             rejected.append(reject("pair", key, reason, detail, pair.source, pair.record))
-        elif made["item_id"] in kept:
-            earlier = kept[made["item_id"]]
-            detail = f"{made['item_id']} was already made from {first_source[made['item_id']]} ({earlier['sampling_method']})"
-            rejected.append(reject("pair", made["item_id"], "duplicate-item", detail, pair.source, pair.record))
         else:
-            kept[made["item_id"]] = made
-            first_source[made["item_id"]] = pair.source
-    return pa.Table.from_pylist([kept[k] for k in sorted(kept)], schema=ITEMS_SCHEMA), rejected
+            made.append(MadeItem(pair.position, pair.source, pair.record, item))
+    return made, rejected
+
+
+def first_items(made: Iterable[MadeItem]) -> tuple[pa.Table, list[Rejected]]:
+    """The items of :func:`checked_candidates` (from any ranges, in any order): one per
+    ``item_id``, the earliest row's, sorted by ``item_id``; each later row a ``duplicate-item``."""
+    kept: dict[str, MadeItem] = {}
+    rejected: list[Rejected] = []
+    for row in sorted(made, key=lambda m: m.position):
+        earlier = kept.get(row.item["item_id"])
+        if earlier is None:
+            kept[row.item["item_id"]] = row
+        else:
+            detail = f"{row.item['item_id']} was already made from {earlier.source} ({earlier.item['sampling_method']})"
+            rejected.append(reject("pair", row.item["item_id"], "duplicate-item", detail, row.source, row.record))
+    return pa.Table.from_pylist([kept[k].item for k in sorted(kept)], schema=ITEMS_SCHEMA), rejected
 
 
 def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str]:

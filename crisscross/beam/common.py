@@ -8,13 +8,15 @@ import os
 import pickle
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.shared import Shared
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
@@ -151,6 +153,30 @@ def by_shard(records: Iterable[Any], key: Callable[[Any], str]) -> Iterator[tupl
         shards.setdefault(shard_of(key(record)), []).append(record)
     for shard, part in shards.items():
         yield shard, packed(part)
+
+
+@dataclass(eq=False)
+class _Held:
+    value: Any  # in a class: ``Shared`` holds objects by weak reference
+
+
+class PerWorker(Generic[T]):
+    """A value a step reads whole on every element (a file of all of COCO's captions, a catalog),
+    loaded once per worker process and pipeline: a side input would be shipped, and sized object
+    by object, with every bundle.  Every unpickled copy of one handle finds the same value, which
+    lives while a copy does; a handle made with another pipeline (another build in the same
+    process) loads afresh."""
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load, self._handle, self._held = load, Shared(), None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_held": None}
+
+    def get(self) -> T:
+        if self._held is None:
+            self._held = self._handle.acquire(lambda: _Held(self._load()))
+        return self._held.value
 
 
 def default_threads(processes: int) -> int:

@@ -15,15 +15,14 @@ either order, pairs in two methods), in Arrow, whose rejects are routed to the q
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
-from apache_beam.utils.shared import Shared
 
-from crisscross.beam.common import REJECTED, TableShards, by_shard, gather, read_shards, route, unpacked, unpacking
+from crisscross.beam.common import REJECTED, PerWorker, TableShards, by_shard, gather, read_shards, route, unpacked, unpacking
 from crisscross.candidates.cxc import (
     C2C_COCAPTION,
     C2C_ISIM,
@@ -78,33 +77,15 @@ def read_captions_by_image(path: str) -> dict[str, list[str]]:
     return {image: list(by_image[image]) for image in sorted(by_image)}
 
 
-@dataclass(eq=False)
-class _Loaded:
-    by_image: dict[str, list[str]]  # in a class: ``Shared`` holds objects by weak reference
-
-
-class CaptionsOf:
-    """Each image's caption ids, read once per worker process and pipeline: a side input of all of
-    COCO's captions would be shipped, and sized object by object, with every bundle.  The handle is
-    made with the pipeline, so another pipeline (another build in the same process) reads afresh."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._handle = Shared()
-
-    def by_image(self) -> dict[str, list[str]]:
-        return self._handle.acquire(lambda: _Loaded(read_captions_by_image(self._path))).by_image
-
-
 def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> pa.Table:
     """One shard's ``i2i_csim`` candidates, as a table."""
     return candidates_table(image_pair(I2I_CSIM, pair, evidence) for pair, evidence in _group_pairs(keyed))
 
 
-def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: CaptionsOf, seed: int) -> Iterator[Any]:
+def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: PerWorker[dict[str, list[str]]], seed: int) -> Iterator[Any]:
     """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as a table and their
     count (tag ``count``, for the co-caption quota)."""
-    by_image = captions.by_image()
+    by_image = captions.get()
     drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in _group_pairs(keyed)]
     kept = [d for d in drawn if not isinstance(d, Rejected)]
     yield from (d for d in drawn if isinstance(d, Rejected))
@@ -143,7 +124,7 @@ class SampleCandidates(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> SampleOutputs:
         pipeline, seed, ratio = pbegin.pipeline, self._seed, self._ratio
-        captions = CaptionsOf(self._captions)
+        captions = PerWorker(functools.partial(read_captions_by_image, self._captions))
         i2i = _pairs(pipeline, I2I_CSIM, self._i2i, self._top_i2i) | "ImagePairs" >> beam.Map(_image_pairs)
         drawn = route(
             "DrawCaptions",
@@ -161,7 +142,7 @@ class SampleCandidates(beam.PTransform):
             | "Once" >> beam.Create([None])
             | "Cocaption"
             >> beam.Map(
-                lambda _, n: candidates_table(cocaption_pairs(captions.by_image(), _quota(n, ratio), seed)),
+                lambda _, n: candidates_table(cocaption_pairs(captions.get(), _quota(n, ratio), seed)),
                 beam.pvalue.AsSingleton(n_isim),
             )
         )

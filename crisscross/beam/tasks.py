@@ -1,43 +1,64 @@
 """The tasks composite: candidates → items → the tasks table (seeded batches with gold items).
 
-Items are checked against the catalog (rejects routed to the quarantine); gold drawing and
-batching need every item of a task type at once, so the item table travels as one element to a
-step whose workers open the catalog and the memory-mapped gold spaces themselves (``setup``).
+Candidate rows are checked against the catalog in ranges of :data:`ITEM_RANGE` rows, side by side
+(each worker reads the candidates and the catalog once, ``common.PerWorker``; rejects are routed to
+the quarantine where they are made), then one step keeps the first row of each item.  Gold drawing
+and batching need every item of a task type at once, so the item table travels as one element to a
+step whose workers open the catalog (the same one) and the memory-mapped gold spaces themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+import pyarrow as pa
 
-from crisscross.annotate.catalog import load_catalog
+from crisscross.annotate.catalog import Catalog, load_catalog
 from crisscross.annotate.gold import gold_spaces
-from crisscross.annotate.inputs import candidate_items, formed_batches
-from crisscross.annotate.items import ITEMS_SCHEMA
+from crisscross.annotate.inputs import formed_batches
+from crisscross.annotate.items import ITEMS_SCHEMA, MadeItem, checked_candidates, first_items
 from crisscross.annotate.tasks import TaskParams, build_tasks, planned_items
-from crisscross.beam.common import WholeTable
-from crisscross.core import numerics
+from crisscross.beam.common import PerWorker, WholeTable, gather, route, unpacking
+from crisscross.core import io, numerics
 
 STAGE = "tasks"
 
 
 class TasksOutputs(NamedTuple):
     tasks: beam.PCollection  # one pa.Table (TASKS_SCHEMA)
-    rejected: beam.PCollection
+    rejected: tuple[beam.PCollection, ...]  # each step's rejects apart, so each is quarantined where it is made
     held_back: beam.PCollection  # one pa.Table (ITEMS_SCHEMA): items a campaign plan's sample leaves for later; empty without one
+
+
+ITEM_RANGE = 65_536  # candidate rows checked per element: all of COCO's 750k are a dozen
+
+
+def _check_range(bounds: tuple[int, int], inputs: PerWorker[tuple[pa.Table, Catalog]]) -> Iterator[Any]:
+    """One range of candidate rows checked: its rejects and the items it makes (``MadeItem``)."""
+    candidates, catalog = inputs.get()
+    made, rejected = checked_candidates(candidates, catalog, *bounds)
+    yield from rejected
+    yield from made
+
+
+def _first_items(made: list[MadeItem]) -> Iterator[Any]:
+    items, duplicates = first_items(made)
+    yield items
+    yield from duplicates
 
 
 class _Batches(beam.DoFn):
     """Gold items and seeded batches for an item table; catalog and gold spaces open per worker."""
 
-    def __init__(self, items: str, embeddings: str, settings: TaskParams, seed: int) -> None:
-        self._items, self._embeddings, self._settings, self._seed = items, embeddings, settings, seed
+    def __init__(self, catalog: PerWorker[Catalog], embeddings: str, settings: TaskParams, seed: int) -> None:
+        self._catalog_of, self._embeddings, self._settings, self._seed = catalog, embeddings, settings, seed
 
     def setup(self) -> None:
         numerics.check("tasks")
-        self._catalog = load_catalog(self._items)
+        self._catalog = self._catalog_of.get()
         self._spaces = gold_spaces(self._embeddings, self._settings.gold_text_encoders, self._settings.gold_image_encoders)
 
     def process(self, items: Any) -> Iterable[Any]:
@@ -58,10 +79,19 @@ class BuildTasks(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> TasksOutputs:
         if self._batched:
             tasks, rejected = pbegin | "Batches" >> WholeTable(STAGE, formed_batches, self._candidates, self._items)
-            return TasksOutputs(tasks, rejected, pbegin | "NoneHeldBack" >> beam.Create([ITEMS_SCHEMA.empty_table()]))
-        items, rejected = pbegin | "Items" >> WholeTable(STAGE, candidate_items, self._candidates, self._items)
+            return TasksOutputs(tasks, (rejected,), pbegin | "NoneHeldBack" >> beam.Create([ITEMS_SCHEMA.empty_table()]))
+        catalog = PerWorker(functools.partial(load_catalog, self._items))
+        inputs = PerWorker(functools.partial(_candidates_and_catalog, self._candidates, catalog))
+        n_rows = io.parquet_rows(self._candidates)
+        ranges = [(start, min(start + ITEM_RANGE, n_rows)) for start in range(0, n_rows, ITEM_RANGE)] or [(0, 0)]
+        made, refused = route("CheckItems", pbegin | "Ranges" >> beam.Create(ranges), STAGE, _check_range, many=True, args=(inputs,))
+        items, repeated = route("FirstItems", gather("GatherItems", made), STAGE, unpacking(_first_items), many=True)
         sampled = items | "PlanSample" >> beam.Map(planned_items, self._settings.items_per_type, self._seed)
         tasks = (sampled | "Planned" >> beam.Map(lambda pair: pair[0])) | "GoldAndBatches" >> beam.ParDo(
-            _Batches(self._items, self._embeddings, self._settings, self._seed)
+            _Batches(catalog, self._embeddings, self._settings, self._seed)
         )
-        return TasksOutputs(tasks, rejected, sampled | "HeldBack" >> beam.Map(lambda pair: pair[1]))
+        return TasksOutputs(tasks, (refused, repeated), sampled | "HeldBack" >> beam.Map(lambda pair: pair[1]))
+
+
+def _candidates_and_catalog(candidates: str, catalog: PerWorker[Catalog]) -> tuple[pa.Table, Catalog]:
+    return io.read_parquet(candidates), catalog.get()

@@ -12,7 +12,15 @@ import pytest
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.gold import GoldError, Space, negative_gold, negative_thresholds, positive_gold
-from crisscross.annotate.items import ITEMS_SCHEMA, SAMPLING_GOLD, batched_verify_tasks, items_from_candidates, verify_items
+from crisscross.annotate.items import (
+    ITEMS_SCHEMA,
+    SAMPLING_GOLD,
+    batched_verify_tasks,
+    checked_candidates,
+    first_items,
+    items_from_candidates,
+    verify_items,
+)
 from crisscross.annotate.tasks import TaskParams, batch_count, build_tasks, make_batches
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, TASKS_SCHEMA, item_id
@@ -144,6 +152,22 @@ def test_items_from_candidates_maps_methods_merges_orders_and_rejects_with_reaso
     duplicate = next(r for r in rejected if r.reason == "duplicate-item")
     assert duplicate.source == "cands.parquet:2" and "cands.parquet:1" in duplicate.detail
     assert len(items) + len(rejected) == table.num_rows  # nothing dropped silently
+
+
+def test_candidates_checked_in_ranges_in_any_order_give_the_same_items_and_rejects():
+    catalog = make_catalog(without_pixels=(39,))
+    rows = [("c2c_isim", caption(i, 0), caption(i + 1, 0)) for i in range(1, 9)]
+    rows += [("c2c_cocaption", caption(3, 0), caption(2, 0)), ("i2i_csim", image(1), image(39)), ("c2c_isim", caption(2, 0), caption(1, 0))]
+    table = candidates(rows)
+    whole, whole_rejected = items_from_candidates(table, catalog)
+    made, rejected = [], []
+    for start in (8, 0, 4):  # the duplicates' first rows sit in another range, checked later
+        part = checked_candidates(table, catalog, start, min(start + 4, table.num_rows))
+        made += part[0]
+        rejected += part[1]
+    items, duplicates = first_items(made)
+    assert items.equals(whole) and sorted(rejected + duplicates) == sorted(whole_rejected)
+    assert sorted(r.source for r in duplicates) == ["candidates.parquet:11", "candidates.parquet:9"]
 
 
 def test_verify_items_orient_image_first():

@@ -61,7 +61,7 @@ def test_build_tasks_is_the_library_and_keeps_its_rejects(paths: dict[str, str],
     with TestPipeline() as pipeline:
         out = pipeline | BuildTasks(paths["candidates"], paths["items"], paths["embeddings"], TaskParams(), SEED)
         assert_that(out.tasks | beam.Map(lambda table: table.equals(expected)), equal_to([True]), label="Tasks")
-        assert_that(out.rejected | beam.Map(keyed), equal_to([keyed(r) for r in refused]), label="Rejected")
+        assert_that(out.rejected | beam.Flatten() | beam.Map(keyed), equal_to([keyed(r) for r in refused]), label="Rejected")
 
 
 def test_collect_judgments_is_the_simulated_panel(paths: dict[str, str], tasks: Path) -> None:
