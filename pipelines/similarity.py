@@ -31,6 +31,7 @@ class SimilaritySettings:
 
 
 SPACE_KINDS = (COCAPTION_MEAN, IMAGES)  # S^C rows are co-caption means, S^V rows are images
+LIST_SHARDS = ".list-shards"  # a space's partial neighbour lists while the job runs, deleted by the merge
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
         plan[space] = {"in": n + len(prepared.rejected), "rows": n, "dim": dim, "excluded": len(prepared.rejected)}
         rejected.append(pipeline | f"Excluded[{space}]" >> beam.Create(prepared.rejected))
         pipeline | f"TopK[{space}]" >> WriteNeighbours(
-            backend, set_path, prepared.ids, k, processes, io.join(out, space, "neighbours.parquet")
+            backend, set_path, prepared.ids, k, processes, io.join(out, space, "neighbours.parquet"), io.join(out, space, LIST_SHARDS)
         )
     write_quarantine(tuple(rejected), out, stage.root)
     return backend, plan, k

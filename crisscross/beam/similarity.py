@@ -1,15 +1,19 @@
 """Top-K neighbours of every row of an embedding set, as a Beam composite, by a named backend.
 
-``exact`` — stripes of upper-triangle block pairs are the elements (``Reshuffle`` spreads them
-over workers); each worker reads the embedding set's ``vectors.npy`` itself in ``setup``
-(memory-mapped from local disk, read whole from a bucket) and normalises it with :func:`prepare`,
-so no side input carries the matrix.  A stripe's pairs run on the worker's threads, and their
-lists are merged per row block in the worker, the merged K-th bests serving as thresholds for the
-stripe's later pairs (:func:`crisscross.similarity.topk.run_pairs`).  A worker holds N×d float32,
-one B×B block per thread and the lists: about 0.4 GB at N = 123,287, d = 512, B = 4,096, two
-threads, and it works while N·d·4 bytes fits a worker's memory (tens of millions of rows × 512 on
-a 16 GB worker).  Partial lists are merged per row block with ``CombinePerKey``; the merge is a
-total order, so the result is the same on any runner.
+``exact`` — lists of upper-triangle block pairs are the elements (``Reshuffle`` spreads them
+over workers); each worker reads the embedding set's ``vectors.npy`` itself, once
+(:class:`~crisscross.beam.common.PerWorker`; memory-mapped from local disk, read whole from a
+bucket) and normalises it with :func:`prepare`, so no side input carries the matrix.  The diagonal
+pairs run first: every row's K-th best in its own block is a lower bound of its final K-th best,
+and the off-diagonal pairs select against these floors (an N-float side input) from their first
+entry, instead of filling every column's list from nothing.  An element's pairs run on the
+worker's threads, the merged K-th bests raising the thresholds for its later pairs
+(:func:`crisscross.similarity.topk.run_pairs`).  A bundle's lists are merged per row block in its
+worker and written there as one Parquet shard; one step merges the shards and writes the table,
+so no list crosses to the runner, and the merge is a total order, so the result is the same on
+any runner.  A worker holds N×d float32, one B×B block per thread and the lists: about 0.5 GB at
+N = 123,287, d = 512, B = 4,096, two threads, and it works while N·d·4 bytes fits a worker's
+memory (tens of millions of rows × 512 on a 16 GB worker).
 
 ``faiss-hnsw`` — an approximate HNSW graph (faiss-cpu) built and searched in one element, for
 collections too big for an exact pass; its recall against exact search is measured by the stage.
@@ -26,14 +30,16 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
+from apache_beam.utils.windowed_value import WindowedValue
 
-from crisscross.beam.common import default_threads, gather, unpacking
+from crisscross.beam.common import PerWorker, TableShards, default_threads, gather, in_global_window, read_shards, unpacking
 from crisscross.core import io, numerics
 from crisscross.core.registry import Registry
 from crisscross.core.settings import setting
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import neighbours_table, prepare
-from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, block_pairs, choose_block, merge_topk, run_pairs
+from crisscross.similarity.topk import NO_NEIGHBOUR, TopK, choose_block, merge_topk, run_pairs
 
 BACKENDS: Registry[Any] = Registry("similarity backend", options=True)  # each backend's fields are its options
 LOG = logging.getLogger(__name__)
@@ -44,39 +50,95 @@ def _load_unit(set_path: str) -> np.ndarray:
 
 
 class StripeTopK(beam.DoFn):
-    """Candidates from the block pairs of one stripe (:func:`stripes`), on ``threads`` threads (0: the
-    worker's share of its cores among ``processes``); the normalised matrix is loaded once per worker."""
+    """Candidates from lists of block pairs (:func:`stripes`), on ``threads`` threads (0: the
+    worker's share of its cores among ``processes``), selecting against the side input ``floor``
+    when given (:func:`floors`).  A bundle's lists are merged per row block as its elements finish
+    and leave in ``finish_bundle``, for :func:`lists_table` shards: a worker's lists never cross to
+    the runner.  The normalised matrix is loaded once per worker."""
 
-    def __init__(self, set_path: str, k: int, block: int, threads: int, processes: int, n_stripes: int) -> None:
+    def __init__(self, set_path: str, k: int, block: int, threads: int, processes: int) -> None:
         self._set_path, self._k, self._block = set_path, k, block
-        self._threads, self._processes, self._n_stripes = threads, processes, n_stripes
+        self._threads, self._processes = threads, processes
+        self._unit = PerWorker(functools.partial(_load_unit, set_path))  # one copy for both steps
 
     def setup(self) -> None:
         numerics.check("similarity")
-        self._unit = _load_unit(self._set_path)
         self._threads = self._threads or default_threads(self._processes)
 
-    def process(self, stripe: list[tuple[int, int]]) -> Iterable[tuple[int, TopK]]:
-        for part in run_pairs(self._unit, stripe, self._block, self._k, self._threads):
+    def start_bundle(self) -> None:
+        self._best: dict[int, TopK] = {}
+
+    def process(self, pairs: list[tuple[int, int]], floor: np.ndarray | None = None) -> None:
+        for part in run_pairs(self._unit.get(), pairs, self._block, self._k, self._threads, floor):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
-            yield part.start, part
-        LOG.info("%s: stripe %d of %d done (%d block pairs)", self._set_path, stripe[0][0] + 1, self._n_stripes, len(stripe))
+            self._best[part.start] = merge_topk(self._best[part.start], part) if part.start in self._best else part
+        LOG.info("%s: %d block pairs from row block %d done", self._set_path, len(pairs), pairs[0][0])
+
+    def finish_bundle(self) -> Iterable[WindowedValue]:
+        best, self._best = self._best, {}
+        for start in sorted(best):
+            yield in_global_window(best[start])
+
+
+def lists_table(parts: list[TopK]) -> pa.Table:
+    """Lists as a table shard: one row per matrix row, its K neighbours and similarities."""
+    ordered = sorted(parts, key=lambda part: part.start)
+    indices, scores = (np.concatenate([getattr(p, name) for p in ordered]) for name in ("indices", "scores"))
+    k = indices.shape[1]
+    return pa.table(
+        {
+            "row": np.concatenate([np.arange(p.start, p.start + len(p.indices)) for p in ordered]),
+            "neighbours": pa.FixedSizeListArray.from_arrays(pa.array(indices.ravel()), k),
+            "similarities": pa.FixedSizeListArray.from_arrays(pa.array(scores.ravel()), k),
+        }
+    )
+
+
+def merged_lists(shards: list[str], folder: str, n: int, k: int) -> TopK:
+    """Every row's K best over the :func:`lists_table` shards; the merge is a total order, so the
+    shards' number and order (the runner's bundles) do not matter."""
+
+    def none_yet() -> TopK:
+        return TopK(0, np.full((n, k), NO_NEIGHBOUR, np.int64), np.full((n, k), -np.inf, np.float32))
+
+    best = none_yet()
+    for table in read_shards(shards, folder):
+        rows, shard = table.column("row").to_numpy(), none_yet()
+        shard.indices[rows] = table.column("neighbours").combine_chunks().flatten().to_numpy().reshape(-1, k)
+        shard.scores[rows] = table.column("similarities").combine_chunks().flatten().to_numpy().reshape(-1, k)
+        best = merge_topk(best, shard)
+    return best
+
+
+def diagonals(n: int, block: int, per_element: int = 4) -> list[list[tuple[int, int]]]:
+    """The diagonal block pairs, ``per_element`` to an element (enough for a worker's threads)."""
+    pairs = [(i, i) for i in range(-(-n // block))]
+    return [pairs[first : first + per_element] for first in range(0, len(pairs), per_element)]
 
 
 def stripes(n: int, block: int) -> list[list[tuple[int, int]]]:
-    """The upper-triangle block pairs as Beam elements of equal work: the pairs of first block i
-    (one per block from i on) with those of first block m - 1 - i, m blocks in all, so each element
-    holds m + 1 pairs (the middle one about half that), and workers handed equal numbers of
-    elements finish together."""
-    grouped: dict[int, list[tuple[int, int]]] = {}
-    for i, j in block_pairs(n, block):
-        grouped.setdefault(i, []).append((i, j))
-    m = len(grouped)
-    return [grouped[i] + (grouped[m - 1 - i] if m - 1 - i != i else []) for i in range(-(-m // 2))]
+    """The off-diagonal upper-triangle block pairs, row block by row block, cut into ⌈m / 2⌉
+    elements (m blocks) whose sizes differ by at most one pair, so workers handed equal numbers
+    of elements finish together."""
+    m = -(-n // block)
+    pairs = [(i, j) for i in range(m) for j in range(i + 1, m)]
+    elements = min(len(pairs), -(-m // 2))
+    size, extra = divmod(len(pairs), max(1, elements))
+    cuts = [first * size + min(first, extra) for first in range(elements + 1)]
+    return [pairs[cuts[e] : cuts[e + 1]] for e in range(elements)]
 
 
-def _merge_all(parts: Iterable[TopK]) -> TopK:
-    return functools.reduce(merge_topk, parts)
+def floors(kth_bests: list[tuple[int, np.ndarray]], n: int) -> np.ndarray:
+    """Every row's K-th best in its diagonal block, a lower bound of its final K-th best: the
+    threshold the off-diagonal pairs select against from their first entry."""
+    floor = np.full(n, -np.inf, np.float32)
+    for start, kth in kth_bests:
+        floor[start : start + len(kth)] = kth
+    return floor
+
+
+def _kth_best(part: TopK) -> tuple[int, np.ndarray]:
+    return part.start, part.scores[:, -1]
 
 
 @BACKENDS.register("exact")
@@ -96,17 +158,27 @@ class ExactBackend:
         side = choose_block(n, self.block)
         return 2 * n * d * 4 + (self.threads or os.cpu_count() or 1) * side * side * 4 + 2 * n * k * 12
 
-    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int) -> beam.PCollection:
+    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int, scratch: str) -> beam.PCollection:
         block = choose_block(n, self.block)
-        work = stripes(n, block)
-        return (
+        top_k, to_shards = StripeTopK(set_path, k, block, self.threads, processes), TableShards(scratch, lists_table)
+        diagonal = (
             pbegin
-            | "Stripes" >> beam.Create(work)
-            | "Spread" >> beam.Reshuffle()
-            | "StripeTopK" >> beam.ParDo(StripeTopK(set_path, k, block, self.threads, processes, len(work)))
-            | "MergePerBlock" >> beam.CombinePerKey(_merge_all)
-            | "Lists" >> beam.Values()
+            | "Diagonals" >> beam.Create(diagonals(n, block))
+            | "SpreadDiagonals" >> beam.Reshuffle()
+            | "DiagonalTopK" >> beam.ParDo(top_k)
         )
+        floor = gather("GatherKthBests", diagonal | "KthBests" >> beam.Map(_kth_best)) | "Floors" >> beam.Map(unpacking(floors), n)
+        off_diagonal = (
+            pbegin
+            | "Stripes" >> beam.Create(stripes(n, block))
+            | "Spread" >> beam.Reshuffle()
+            | "StripeTopK" >> beam.ParDo(top_k, floor=beam.pvalue.AsSingleton(floor))
+        )
+        shards = (
+            diagonal | "DiagonalShards" >> beam.ParDo(to_shards),
+            off_diagonal | "StripeShards" >> beam.ParDo(to_shards),
+        ) | "AllShards" >> beam.Flatten()
+        return gather("GatherShards", shards) | "Merge" >> beam.Map(unpacking(merged_lists), scratch, n, k)
 
 
 def hnsw_topk(set_path: str, k: int, m: int, ef_construction: int, ef_search: int, processes: int) -> TopK:
@@ -147,7 +219,7 @@ class FaissHnswBackend:
         """Vectors (stored, normalised, and the index's copy), the graph links and the K + 1 results."""
         return 3 * n * d * 4 + n * self.m * 2 * 8 + n * (k + 1) * 12
 
-    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int) -> beam.PCollection:
+    def neighbours(self, pbegin: beam.pvalue.PBegin, set_path: str, n: int, k: int, processes: int, scratch: str) -> beam.PCollection:
         return (
             pbegin
             | "One" >> beam.Create([set_path])
@@ -156,23 +228,26 @@ class FaissHnswBackend:
 
 
 class WriteNeighbours(beam.PTransform):
-    """One space's neighbour table at ``target``: the backend's lists over the set's ``ids``, gathered
-    and written in id order.  A space with fewer than two rows (a text-only build's S^V) has no
-    neighbours: its table is written empty, so later stages see zero pairs and the report says why."""
+    """One space's neighbour table at ``target``: the backend's lists (one element holding every
+    row's) over the set's ``ids``, written in id order where they are made (``scratch``: a folder
+    for the backend's partial lists while the job runs).  A space with fewer than two rows (a
+    text-only build's S^V) has no neighbours: its table is written empty, so later stages see
+    zero pairs and the report says why."""
 
-    def __init__(self, backend: Any, set_path: str, ids: list[str], k: int, processes: int, target: str) -> None:
+    def __init__(self, backend: Any, set_path: str, ids: list[str], k: int, processes: int, target: str, scratch: str) -> None:
         super().__init__()
-        self._backend, self._set_path, self._ids, self._k, self._processes, self._target = backend, set_path, ids, k, processes, target
+        self._backend, self._set_path, self._ids, self._k, self._processes = backend, set_path, ids, k, processes
+        self._target, self._scratch = target, scratch
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         n = len(self._ids)
         lists = (
-            self._backend.neighbours(pbegin, self._set_path, n, self._k, self._processes)
+            self._backend.neighbours(pbegin, self._set_path, n, self._k, self._processes, self._scratch)
             if n >= 2
-            else pbegin | "NoRows" >> beam.Create([])
+            else pbegin | "NoRows" >> beam.Create([TopK(0, np.zeros((0, self._k), np.int64), np.zeros((0, self._k), np.float32))])
         )
-        return gather("Gather", lists) | "Write" >> beam.Map(unpacking(_write_table), self._ids, self._target)
+        return lists | "Write" >> beam.Map(_write_table, self._ids, self._target)
 
 
-def _write_table(parts: list, ids: list[str], target: str) -> None:
-    io.write_parquet(target, neighbours_table(ids, parts))
+def _write_table(lists: TopK, ids: list[str], target: str) -> None:
+    io.write_parquet(target, neighbours_table(ids, [lists]))

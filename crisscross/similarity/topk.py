@@ -240,9 +240,13 @@ def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int, floor: np.nd
     return out
 
 
-def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int) -> list[TopK]:
+def run_pairs(
+    unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k: int, threads: int, floor: np.ndarray | None = None
+) -> list[TopK]:
     """Candidates of many block pairs, one pair per thread, each single-threaded, merged per row
-    block (ordered by first row); pairs are taken in the given order.
+    block (ordered by first row); pairs are taken in the given order.  ``floor``, if given, holds
+    a lower bound of every row's final K-th best (its K-th best in its diagonal block, say), so the
+    pairs select against it from the start; it only saves work, the lists are the same.
 
     Single-threaded matrix products are what make the output independent of the runner: a
     multi-threaded BLAS may round a dot product differently from a single-threaded one, and
@@ -252,7 +256,7 @@ def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k:
     threshold later pairs select against (see the module docstring).
     """
     local = threading.local()
-    floor = np.full(len(unit), -np.inf, np.float32)
+    floor = np.full(len(unit), -np.inf, np.float32) if floor is None else np.array(floor, np.float32)
     best: dict[int, TopK] = {}
 
     def one(pair: tuple[int, int]) -> list[TopK]:
@@ -264,7 +268,8 @@ def run_pairs(unit: np.ndarray, pairs: Sequence[tuple[int, int]], block: int, k:
         for part in parts:
             merged = merge_topk(best[part.start], part) if part.start in best else part
             best[part.start] = merged
-            floor[part.start : part.start + len(merged.scores)] = merged.scores[:, k - 1]
+            rows = slice(part.start, part.start + len(merged.scores))
+            floor[rows] = np.maximum(floor[rows], merged.scores[:, k - 1])
 
     threads = max(1, threads)
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(threads) as pool:

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from crisscross.beam.similarity import BACKENDS, WriteNeighbours, stripes
+from crisscross.beam.similarity import BACKENDS, WriteNeighbours, diagonals, floors, stripes
 from crisscross.core import io
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import prepare
-from crisscross.similarity.topk import block_pairs
+from crisscross.similarity.topk import block_pairs, run_pairs
 
 K = 7
 
@@ -22,8 +22,9 @@ def test_exact_neighbours_are_brute_force_top_k(demo_chain: Path, tmp_path: Path
     prepared = prepare(EmbeddingSet.read(set_path), set_path)
     target = str(tmp_path / "neighbours.parquet")
     with TestPipeline() as pipeline:
-        pipeline | WriteNeighbours(BACKENDS.create("exact"), set_path, prepared.ids, K, 1, target)
+        pipeline | WriteNeighbours(BACKENDS.create("exact"), set_path, prepared.ids, K, 1, target, str(tmp_path / "shards"))
     table = io.read_parquet(target).to_pylist()
+    assert not (tmp_path / "shards").exists()  # the partial lists are gone once merged
     unit = prepared.unit.astype(np.float64)
     cosine = unit @ unit.T
     np.fill_diagonal(cosine, -np.inf)
@@ -41,17 +42,33 @@ def test_a_space_of_one_row_gets_an_empty_table(demo_chain: Path, tmp_path: Path
     set_path = str(demo_chain / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     target = str(tmp_path / "neighbours.parquet")
     with TestPipeline() as pipeline:
-        pipeline | WriteNeighbours(BACKENDS.create("exact"), set_path, ["coco:img:1"], K, 1, target)
+        pipeline | WriteNeighbours(BACKENDS.create("exact"), set_path, ["coco:img:1"], K, 1, target, str(tmp_path / "shards"))
     table = io.read_parquet(target)
     assert table.num_rows == 0 and table.column_names == ["query_id", "rank", "neighbour_id", "similarity"]
 
 
-def test_stripes_hold_every_block_pair_once_in_elements_of_equal_work() -> None:
-    """Workers are handed equal numbers of elements: each element holds m + 1 block pairs (the
-    middle one of an odd m about half), so two workers finish together."""
-    for n, block in ((10, 3), (31 * 4096 - 5, 4096), (32 * 100, 100), (1, 1), (5, 5)):
-        work = stripes(n, block)
-        flat = [pair for stripe in work for pair in stripe]
-        assert sorted(flat) == sorted(block_pairs(n, block)) and len(set(flat)) == len(flat)
+def test_diagonals_and_stripes_hold_every_block_pair_once_in_elements_of_equal_work() -> None:
+    """Workers are handed equal numbers of stripes: ⌈m / 2⌉ of them, whose sizes differ by at most
+    one off-diagonal block pair, so two workers finish together; the diagonal pairs, which give
+    the stripes their floors, come a few to an element."""
+    for n, block in ((10, 3), (31 * 4096 - 5, 4096), (32 * 100, 100), (1, 1), (5, 5), (7, 3)):
         m = -(-n // block)
-        assert [len(stripe) for stripe in work] == [m + 1] * (m // 2) + ([(m + 1) // 2] if m % 2 else [])
+        diagonal, work = diagonals(n, block), stripes(n, block)
+        assert [pair for element in diagonal for pair in element] == [(i, i) for i in range(m)]
+        assert all(len(element) <= 4 for element in diagonal)
+        flat = [pair for stripe in work for pair in stripe]
+        assert flat == [(i, j) for i in range(m) for j in range(i + 1, m)]
+        assert sorted(flat + [(i, i) for i in range(m)]) == sorted(block_pairs(n, block))
+        assert len(work) == min(len(flat), -(-m // 2)) and all(work)
+        assert max(map(len, work), default=0) - min(map(len, work), default=0) <= 1
+
+
+def test_floors_are_each_rows_kth_best_in_its_own_block() -> None:
+    unit = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    parts = run_pairs(unit, [(0, 0), (1, 1)], 32, 3, 1)
+    floor = floors([(part.start, part.scores[:, -1]) for part in parts], len(unit))
+    for first, last in ((0, 32), (32, 50)):
+        cosine = unit[first:last] @ unit[first:last].T
+        np.fill_diagonal(cosine, -np.inf)
+        np.testing.assert_allclose(floor[first:last], np.sort(cosine, axis=1)[:, -3], rtol=1e-6)

@@ -81,6 +81,22 @@ def test_any_pair_order_gives_the_same_lists():
             np.testing.assert_array_equal(x.scores, y.scores)
 
 
+def test_floors_from_the_diagonal_blocks_leave_the_lists_unchanged_with_ties():
+    """The off-diagonal pairs selecting against every row's K-th best in its own block, merged with
+    the diagonal lists, give exactly the lists of one pass without floors: ties at the floor still
+    get in by id."""
+    unit, block, k = tied_unit_rows(700, seed=5), 128, 25
+    pairs = list(block_pairs(len(unit), block))
+    diagonal = run_pairs(unit, [(i, j) for i, j in pairs if i == j], block, k, 2)
+    floor = np.concatenate([part.scores[:, k - 1] for part in diagonal])
+    off = run_pairs(unit, [(i, j) for i, j in pairs if i != j], block, k, 2, floor)
+    merged = [merge_topk(a, b) for a, b in zip(diagonal, off, strict=True)]
+    ref_idx, ref_scores = dense_reference(unit, k)
+    np.testing.assert_array_equal(np.concatenate([t.indices for t in merged]), ref_idx)
+    np.testing.assert_array_equal(np.concatenate([t.scores for t in merged]), ref_scores)
+    assert np.isfinite(floor).all()
+
+
 def test_compiled_selection_equals_sorting_including_ties():
     rng = np.random.default_rng(0)
     block = rng.standard_normal((300, 5000)).astype(np.float32)
