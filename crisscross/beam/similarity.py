@@ -167,10 +167,13 @@ class ExactBackend:
             | "SpreadDiagonals" >> beam.Reshuffle()
             | "DiagonalTopK" >> beam.ParDo(top_k)
         )
+        work = stripes(n, block)
+        if not work:  # one block: its diagonal pair holds every row's list, no floors or shards needed
+            return diagonal
         floor = gather("GatherKthBests", diagonal | "KthBests" >> beam.Map(_kth_best)) | "Floors" >> beam.Map(unpacking(floors), n)
         off_diagonal = (
             pbegin
-            | "Stripes" >> beam.Create(stripes(n, block))
+            | "Stripes" >> beam.Create(work)
             | "Spread" >> beam.Reshuffle()
             | "StripeTopK" >> beam.ParDo(top_k, floor=beam.pvalue.AsSingleton(floor))
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from crisscross.beam.similarity import BACKENDS, WriteNeighbours, diagonals, floors, stripes
@@ -17,12 +18,13 @@ from crisscross.similarity.topk import block_pairs, run_pairs
 K = 7
 
 
-def test_exact_neighbours_are_brute_force_top_k(demo_chain: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [4096, 16])  # one block; many (diagonal floors, stripes, list shards)
+def test_exact_neighbours_are_brute_force_top_k(demo_chain: Path, tmp_path: Path, block: int) -> None:
     set_path = str(demo_chain / "embeddings" / "text" / "use-m3" / "cocaption_mean")
     prepared = prepare(EmbeddingSet.read(set_path), set_path)
     target = str(tmp_path / "neighbours.parquet")
     with TestPipeline() as pipeline:
-        pipeline | WriteNeighbours(BACKENDS.create("exact"), set_path, prepared.ids, K, 1, target, str(tmp_path / "shards"))
+        pipeline | WriteNeighbours(BACKENDS.create("exact", block=block), set_path, prepared.ids, K, 1, target, str(tmp_path / "shards"))
     table = io.read_parquet(target).to_pylist()
     assert not (tmp_path / "shards").exists()  # the partial lists are gone once merged
     unit = prepared.unit.astype(np.float64)
