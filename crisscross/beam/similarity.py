@@ -96,13 +96,15 @@ def lists_table(parts: list[TopK]) -> pa.Table:
 
 def merged_lists(shards: list[str], folder: str, n: int, k: int) -> TopK:
     """Every row's K best over the :func:`lists_table` shards; the merge is a total order, so the
-    shards' number and order (the runner's bundles) do not matter."""
+    shards' number and order (the runner's bundles) do not matter.  A shard is named by its bytes,
+    so a path met twice is one shard, merged once (merging a list with itself would repeat its
+    neighbours)."""
 
     def none_yet() -> TopK:
         return TopK(0, np.full((n, k), NO_NEIGHBOUR, np.int64), np.full((n, k), -np.inf, np.float32))
 
     best = none_yet()
-    for table in read_shards(shards, folder):
+    for table in read_shards(sorted(set(shards)), folder):
         rows, shard = table.column("row").to_numpy(), none_yet()
         shard.indices[rows] = table.column("neighbours").combine_chunks().flatten().to_numpy().reshape(-1, k)
         shard.scores[rows] = table.column("similarities").combine_chunks().flatten().to_numpy().reshape(-1, k)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from crisscross.beam.similarity import BACKENDS, WriteNeighbours, diagonals, floors, stripes
+from crisscross.beam.similarity import BACKENDS, WriteNeighbours, diagonals, floors, lists_table, merged_lists, stripes
 from crisscross.core import io
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.similarity.neighbours import prepare
-from crisscross.similarity.topk import block_pairs, run_pairs
+from crisscross.similarity.topk import block_pairs, exact_topk, run_pairs
 
 K = 7
 
@@ -74,3 +74,22 @@ def test_floors_are_each_rows_kth_best_in_its_own_block() -> None:
         cosine = unit[first:last] @ unit[first:last].T
         np.fill_diagonal(cosine, -np.inf)
         np.testing.assert_allclose(floor[first:last], np.sort(cosine, axis=1)[:, -3], rtol=1e-6)
+
+
+def test_list_shards_merge_to_the_exact_lists_in_any_order_and_once_each(tmp_path: Path) -> None:
+    """Shards of the diagonal and the off-diagonal pairs, handed over in any order and one of them
+    twice (a path met twice is one shard), merge to every row's exact list."""
+    unit = np.random.default_rng(4).standard_normal((70, 8)).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    pairs = list(block_pairs(len(unit), 16))
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    paths = []
+    for name, group in (("diagonal", [p for p in pairs if p[0] == p[1]]), ("off", [p for p in pairs if p[0] != p[1]])):
+        paths.append(str(folder / f"{name}.parquet"))
+        io.write_parquet(paths[-1], lists_table(run_pairs(unit, group, 16, 5, 1)))
+    merged = merged_lists([paths[1], paths[0], paths[1]], str(folder), len(unit), 5)
+    indices, scores = exact_topk(unit, 5, 16)
+    np.testing.assert_array_equal(merged.indices, indices)
+    np.testing.assert_array_equal(merged.scores, scores)
+    assert not folder.exists()
