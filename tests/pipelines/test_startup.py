@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from crisscross.pipelines.registry import module_of, stages
 
@@ -50,3 +53,44 @@ def test_the_command_freezes_what_it_imported_and_in_process_callers_do_not() ->
     )
     before, after = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
     assert before == 0 and after > 100_000  # Beam's objects, out of the collector's sight
+
+
+def test_a_command_needs_the_cloud_clients_for_a_dataflow_runner_or_a_gs_path(tmp_path: Path) -> None:
+    from crisscross.pipelines.cli import needs_cloud
+
+    local, remote = tmp_path / "local.yaml", tmp_path / "remote.yaml"
+    local.write_text("embed:\n  text_encoders: [use-m3]\n")
+    remote.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: gs://bucket/vectors.npy}\n")
+    assert not needs_cloud(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"])
+    assert not needs_cloud(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")])  # the stage says it is missing
+    assert needs_cloud(["--in", "build/items", "--runner=DataflowRunner"]) and needs_cloud(["--runner", "dataflow"])
+    assert needs_cloud(["--in", "gs://bucket/items", "--out", "build/x"]) and needs_cloud(["--temp_location=gs://b/tmp"])
+    assert needs_cloud(["--in", "build/items", "--params", str(remote)]) and needs_cloud([f"--params={remote}"])
+
+
+def cloud_modules_after(statement: str) -> list[str]:
+    """Google's cloud client modules loaded (``google.cloud.storage`` and the like) after ``statement``
+    runs in a fresh interpreter, then whether the GCS filesystem serves ``gs://`` after importing it."""
+    code = (
+        "import sys\n"
+        "from crisscross.pipelines import cli\n"
+        "try:\n"
+        f"    {statement}\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('google.cloud.'))[:3])\n"
+        "import apache_beam.io.gcp.gcsfilesystem\n"
+        "from apache_beam.io.filesystems import FileSystems\n"
+        "print(type(FileSystems.get_filesystem('gs://bucket/x')).__name__)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Failed to import" not in run.stderr, run.stderr  # Beam's warning when a client half-imports
+    return run.stdout.splitlines()[-2:]  # after the help text, if the statement printed one
+
+
+def test_a_local_command_imports_beam_without_the_cloud_clients_and_they_stay_importable() -> None:
+    pytest.importorskip("google.cloud.storage", reason="the cloud clients are Beam's gcp extra: the dataflow extra")
+    local = cloud_modules_after("cli.main(['derive', '--help'])")
+    dataflow = cloud_modules_after("cli.main(['derive', '--runner=DataflowRunner', '--help'])")
+    assert local == ["[]", "GCSFileSystem"]  # none loaded; gs:// still served once asked for
+    assert dataflow[0] != "[]" and dataflow[1] == "GCSFileSystem"

@@ -126,8 +126,7 @@ def check_tfds(release: Path, data_dir: Path) -> dict[str, int]:
         source = builder.as_data_source()["default"]
         want = table.to_pylist()
         assert len(source) == len(want), f"tfds {set_id}: {len(source)} rows, Parquet has {len(want)}"
-        for i, w in enumerate(want):
-            got = source[i]
+        for i, (w, got) in enumerate(zip(want, source.__getitems__(range(len(want))), strict=True)):  # one batched read
             for column in table.schema:
                 value, g = w[column.name], got[column.name]
                 if pa.types.is_floating(column.type):
