@@ -90,7 +90,12 @@ def cloud_modules_after(statement: str) -> list[str]:
 
 def test_a_local_command_imports_beam_without_the_cloud_clients_and_they_stay_importable() -> None:
     pytest.importorskip("google.cloud.storage", reason="the cloud clients are Beam's gcp extra: the dataflow extra")
-    local = cloud_modules_after("cli.main(['derive', '--help'])")
+    local = cloud_modules_after("cli.main(['derive', '--debug', '--help'])")  # --debug: Beam's warnings reach stderr
     dataflow = cloud_modules_after("cli.main(['derive', '--runner=DataflowRunner', '--help'])")
     assert local == ["[]", "GCSFileSystem"]  # none loaded; gs:// still served once asked for
     assert dataflow[0] != "[]" and dataflow[1] == "GCSFileSystem"
+    code = (  # a client loaded before (an in-process caller's) is the same module afterwards, not a second copy
+        "import sys\nimport google.cloud.storage as storage\nfrom crisscross.pipelines import cli\n"
+        "cli.import_stage('crisscross.pipelines.derive', cloud=False)\nprint(sys.modules['google.cloud.storage'] is storage)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == ["True"]
