@@ -10,8 +10,9 @@
    command imports with the garbage collector paused, ``cli.import_stage``).  Beside it, the heavy libraries (``HEAVY``) that
    importing the stage's module loads, from a fresh process: they should load only when a stage
    uses them, after its flags are parsed.  ``import apache_beam`` loads Beam's Google Cloud clients
-   whenever they are installed (the ``dataflow`` extra); a stage command leaves them out unless it
-   reaches Google Cloud (``cli.needs_cloud``), so with the extra ``÷ beam`` falls well under 1.0.
+   whenever they are installed (the ``dataflow`` extra), and boto3 where a machine has it; a stage
+   command leaves out those it cannot use (``clients.unused_clients``), so with them ``÷ beam`` falls
+   well under 1.0.
    The run says whether they are installed.
 2. **The demo build.**  The project's files (``git ls-files``: tracked and untracked, not ignored)
    are copied to a temporary git work tree, where ``dvc repro`` builds the demo once (untimed: it
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import save_result
+from crisscross.pipelines.clients import SERVICE_CLIENTS
 from crisscross.pipelines.registry import module_of, stages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,21 +205,25 @@ def median_per_stage(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return {name: {key: statistics.median(stages[name][key] for stages in by_stage) for key in keys} for name in by_stage[0]}
 
 
-def gcp_installed() -> bool:
-    """Whether Beam's Google Cloud clients are importable (the ``dataflow`` extra)."""
-    try:
-        return importlib.util.find_spec("google.cloud.storage") is not None
-    except ImportError:  # not even the ``google`` namespace
-        return False
+def installed_clients() -> list[str]:
+    """The service clients (``clients.SERVICE_CLIENTS``) installed here: Beam imports them at start-up."""
+
+    def found(package: str) -> bool:
+        try:
+            return importlib.util.find_spec(package) is not None
+        except ImportError:  # not even the namespace (``google``)
+            return False
+
+    return [package for clients in SERVICE_CLIENTS for package in clients.packages if found(package)]
 
 
 def run(args: argparse.Namespace) -> None:
     env = environment()
-    gcp = gcp_installed()
+    clients = installed_clients()
     seconds = startup(QUICK_ROUNDS if args.quick else ROUNDS, env)
     heavy = {stage: heavy_imports(stage, env) for stage in stages()}
     runs, freeze = demo_build(QUICK_REPROS if args.quick else REPROS, QUICK_FREEZE_ROUNDS if args.quick else FREEZE_ROUNDS, env)
-    report(seconds, heavy, runs, freeze, gcp, args.quick)
+    report(seconds, heavy, runs, freeze, clients, args.quick)
 
 
 def report(
@@ -225,14 +231,14 @@ def report(
     heavy: dict[str, list[str]],
     runs: list[dict[str, Any]],
     freeze: dict[str, dict[str, list[float]]],
-    gcp: bool,
+    clients: list[str],
     quick: bool,
 ) -> None:
     median = {name: statistics.median(values) for name, values in seconds.items()}
     bare, beam = median["python -c pass"], median["import apache_beam"]
     print(f"\nreferences (median of {len(seconds[next(iter(seconds))])}): python -c pass {bare:.2f} s, import apache_beam {beam:.2f} s")
-    clients = "installed: import apache_beam loads them, a stage command only when it reaches Google Cloud" if gcp else "not installed"
-    print(f"Beam's Google Cloud clients (the dataflow extra): {clients}")
+    installed = f"{', '.join(clients)}: import apache_beam loads them, a stage command only those it can use" if clients else "none"
+    print(f"service clients installed (google.cloud: the dataflow extra): {installed}")
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("PYTHONDONTWRITEBYTECODE is set in this shell; the commands ran without it (bytecode cached, as installed)")
     print(f"{'stage':<12}{'--help s':>9}{'÷ beam':>8}  heavy libraries loaded by importing the stage")
@@ -269,7 +275,7 @@ def report(
             "quick": quick,
             "cpu_count": os.cpu_count(),
             "load_average": os.getloadavg(),
-            "gcp_installed": gcp,
+            "service_clients_installed": clients,
             "caller_set_dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
             "startup_seconds": seconds,
             "startup_median_s": median,

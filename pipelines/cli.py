@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import gc
 import importlib
-import importlib.abc
 import logging
 import os
 import socket
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from crisscross import __version__
 from crisscross.core.errors import InputError, UserError, one_line
+from crisscross.pipelines.clients import unused_clients, without, workers_without
 from crisscross.pipelines.registry import module_of, stages
 
 # Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
@@ -59,56 +56,16 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-CLOUD_CLIENTS = "google.cloud"  # the package of Google's clients that Beam's gcp extra installs
+def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, ...] = ()) -> object:
+    """The stage's module, imported with the cyclic garbage collector paused, and as if the
+    ``hidden`` packages were not installed.
 
-
-def needs_cloud(args: list[str]) -> bool:
-    """Whether a command may reach Google Cloud: a Dataflow runner among its flags, or a ``gs://``
-    path among its flags or in its params file (an unreadable one is the stage's to report)."""
-    texts = list(args)
-    for i, arg in enumerate(args):
-        name, equals, value = arg.partition("=")
-        path = value if equals else args[i + 1] if i + 1 < len(args) else ""
-        if name == "--params" and Path(path).is_file():  # a regular file: a FIFO would wait here for ever
-            with suppress(OSError):
-                texts.append(Path(path).read_text(encoding="utf-8", errors="replace"))
-    return any("gs://" in text for text in texts) or any("dataflow" in arg.lower() for arg in args)
-
-
-class _Absent(importlib.abc.MetaPathFinder):
-    """Finds ``package`` and its modules as not installed."""
-
-    def __init__(self, package: str) -> None:
-        self._package = package
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        if name == self._package or name.startswith(f"{self._package}."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
-@contextmanager
-def without(package: str) -> Iterator[None]:
-    """Imports made inside see ``package`` as not installed (also when a namespace ``.pth`` loaded
-    it at start-up); afterwards it is back as it was, and later imports find it."""
-    absent = _Absent(package)
-    loaded = {name: sys.modules.pop(name) for name in list(sys.modules) if name == package or name.startswith(f"{package}.")}
-    sys.meta_path.insert(0, absent)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(absent)
-        sys.modules.update(loaded)
-
-
-def import_stage(module_name: str, *, freeze: bool = False, cloud: bool = True) -> object:
-    """The stage's module, imported with the cyclic garbage collector paused; without ``cloud``,
-    as if Google's cloud clients were not installed.
-
-    Beam imports those clients at start-up whenever they are installed (the ``dataflow`` extra),
-    its BigQuery and GCS modules among them: about a third of its import time
-    (benchmarks/stage_startup.py).  A command that reaches no Google Cloud (:func:`needs_cloud`)
-    imports Beam as the default install does; the clients stay importable for anything that asks
-    later in the run, and a Dataflow job's workers import Beam whole.
+    Beam imports service clients at start-up whenever they are installed (Google's: about a third
+    of its import time; boto3: a tenth of a stage's ``--help``; benchmarks/stage_startup.py).  A
+    command hides those it cannot use (:mod:`crisscross.pipelines.clients`), and so do its local
+    worker processes.  The clients stay importable for anything that asks later in the run, but
+    Beam's S3 filesystem, once imported without boto3, stays so for the run: hence any ``s3://``
+    in flags or params keeps it.  A Dataflow job's workers import Beam whole.
 
     Importing Beam creates some 150,000 long-lived objects, and the collector's passes over them
     while they are made cost about a tenth of a command's start-up.  With ``freeze`` (the
@@ -120,9 +77,7 @@ def import_stage(module_name: str, *, freeze: bool = False, cloud: bool = True) 
     collecting = gc.isenabled()
     gc.disable()
     try:
-        if cloud:
-            return importlib.import_module(module_name)
-        with without(CLOUD_CLIENTS):
+        with without(*hidden):
             return importlib.import_module(module_name)
     finally:
         if freeze:
@@ -148,9 +103,11 @@ def main(argv: list[str] | None = None, *, freeze: bool = False) -> int:
         logging.getLogger("apache_beam").setLevel(
             logging.CRITICAL
         )  # a failing step logs its traceback; the error below says it in one line
-    module = import_stage(module_of(args[0]), freeze=freeze, cloud=needs_cloud(args[1:]))
+    hidden = unused_clients(args[1:])
+    module = import_stage(module_of(args[0]), freeze=freeze, hidden=hidden)
     try:
-        module.main(args[1:])
+        with workers_without(hidden):
+            module.main(args[1:])
     except USER_ERRORS as error:
         if debug:
             raise

@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 import resource
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TestOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
 from crisscross.beam.common import gather, merge_quarantine, quarantine_shards, unpacking
 from crisscross.core import io, numerics
@@ -32,6 +34,7 @@ from crisscross.core.settings import parse_params, setting, settings_from_params
 from crisscross.pipelines.registry import Stage, stages
 
 LOG = logging.getLogger("crisscross")
+LOCAL_WORKER = "crisscross.pipelines.sdk_worker"  # the module a local worker process runs
 T = TypeVar("T")
 
 
@@ -190,10 +193,18 @@ def parse_args(
 
 
 def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
+    """The pipeline on the runner the flags name, else on Beam's local runner: in one process, or
+    with ``--direct_running_mode=multi_processing`` on ``--direct_num_workers`` processes started as
+    :data:`LOCAL_WORKER` (Beam's own mode would start each with the whole of Beam's import)."""
     options = PipelineOptions(beam_args)
-    if options.view_as(StandardOptions).runner is None:
+    if options.view_as(StandardOptions).runner is not None:
+        return beam.Pipeline(options=options)
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
         return beam.Pipeline(runner=FnApiRunner(), options=options)
-    return beam.Pipeline(options=options)
+    direct.direct_running_mode = None  # else FnApiRunner puts its own worker command back
+    workers = SubprocessSDKEnvironment.from_command_string(f"{shlex.quote(sys.executable)} -m {LOCAL_WORKER}")
+    return beam.Pipeline(runner=FnApiRunner(default_environment=workers), options=options)
 
 
 def is_dry_run(beam_args: list[str]) -> bool:

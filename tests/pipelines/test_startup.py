@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,17 +57,21 @@ def test_the_command_freezes_what_it_imported_and_in_process_callers_do_not() ->
     assert before == 0 and after > 100_000  # Beam's objects, out of the collector's sight
 
 
-def test_a_command_needs_the_cloud_clients_for_a_dataflow_runner_or_a_gs_path(tmp_path: Path) -> None:
-    from crisscross.pipelines.cli import needs_cloud
+def test_a_command_keeps_the_clients_of_the_services_its_flags_or_params_name(tmp_path: Path) -> None:
+    from crisscross.pipelines.clients import unused_clients
 
-    local, remote = tmp_path / "local.yaml", tmp_path / "remote.yaml"
+    local, google, amazon = tmp_path / "local.yaml", tmp_path / "google.yaml", tmp_path / "amazon.yaml"
     local.write_text("embed:\n  text_encoders: [use-m3]\n")
-    remote.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: gs://bucket/vectors.npy}\n")
-    assert not needs_cloud(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"])
-    assert not needs_cloud(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")])  # the stage says it is missing
-    assert needs_cloud(["--in", "build/items", "--runner=DataflowRunner"]) and needs_cloud(["--runner", "dataflow"])
-    assert needs_cloud(["--in", "gs://bucket/items", "--out", "build/x"]) and needs_cloud(["--temp_location=gs://b/tmp"])
-    assert needs_cloud(["--in", "build/items", "--params", str(remote)]) and needs_cloud([f"--params={remote}"])
+    google.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: gs://bucket/vectors.npy}\n")
+    amazon.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: S3://bucket/vectors.npy}\n")
+    both = ("google.cloud", "boto3")
+    assert unused_clients(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"]) == both
+    assert unused_clients(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")]) == both  # the stage says it is missing
+    assert unused_clients(["--in", "build/items", "--runner=DataflowRunner"]) == unused_clients(["--runner", "dataflow"]) == ("boto3",)
+    assert unused_clients(["--in", "gs://bucket/items", "--out", "build/x"]) == unused_clients(["--temp_location=gs://b/tmp"]) == ("boto3",)
+    assert unused_clients(["--in", "build/items", "--params", str(google)]) == unused_clients([f"--params={google}"]) == ("boto3",)
+    assert unused_clients(["--in", "s3://bucket/items"]) == unused_clients(["--params", str(amazon)]) == ("google.cloud",)
+    assert unused_clients(["--in", "s3://bucket/items", "--runner=DataflowRunner"]) == ()
 
 
 def cloud_modules_after(statement: str) -> list[str]:
@@ -96,6 +102,60 @@ def test_a_local_command_imports_beam_without_the_cloud_clients_and_they_stay_im
     assert dataflow[0] != "[]" and dataflow[1] == "GCSFileSystem"
     code = (  # a client loaded before (an in-process caller's) is the same module afterwards, not a second copy
         "import sys\nimport google.cloud.storage as storage\nfrom crisscross.pipelines import cli\n"
-        "cli.import_stage('crisscross.pipelines.derive', cloud=False)\nprint(sys.modules['google.cloud.storage'] is storage)"
+        "cli.import_stage('crisscross.pipelines.derive', hidden=('google.cloud',))\nprint(sys.modules['google.cloud.storage'] is storage)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == ["True"]
+
+
+def test_a_command_without_s3_paths_imports_beam_without_boto3() -> None:
+    pytest.importorskip("boto3", reason="Beam imports boto3 at start-up only where it is installed")
+    code = (
+        "import sys\nfrom crisscross.pipelines import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('boto3' in sys.modules)\nimport boto3\n"
+    )
+    runs = {
+        flag: subprocess.run([sys.executable, "-c", code, "derive", "--debug", "--help", *flag], capture_output=True, text=True, check=True)
+        for flag in ((), ("--in=s3://bucket/x",))
+    }
+    assert all("Failed to import" not in run.stderr for run in runs.values()), [run.stderr for run in runs.values()]
+    assert [run.stdout.split()[-1] for run in runs.values()] == ["False", "True"]  # boto3 stays importable after the import
+
+
+def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crisscross.pipelines import cli
+    from crisscross.pipelines.clients import HIDDEN_ENV
+
+    told = []
+
+    class Stage:
+        @staticmethod
+        def main(args: list[str]) -> None:
+            told.append(os.environ.get(HIDDEN_ENV))
+
+    monkeypatch.delenv(HIDDEN_ENV, raising=False)
+    monkeypatch.setattr(cli, "import_stage", lambda *args, **kwargs: Stage)
+    assert (
+        cli.main(["derive", "--in", "build/x", "--out", "build/y"])
+        == cli.main(["derive", "--in", "s3://b/x", "--runner=DataflowRunner"])
+        == 0
+    )
+    assert told == ["google.cloud boto3", ""] and HIDDEN_ENV not in os.environ  # told while the stage runs, and only then
+
+
+def test_local_worker_processes_start_without_the_clients_their_command_hid() -> None:
+    pytest.importorskip("google.cloud.storage", reason="the cloud clients are Beam's gcp extra: the dataflow extra")
+    code = (
+        "import os, sys\n"
+        "import apache_beam as beam\n"
+        "from crisscross.pipelines.stage import make_pipeline\n"
+        "def where(x):\n"
+        "    return os.getpid(), tuple(m for m in ('google.cloud.storage', 'boto3') if m in sys.modules)\n"
+        "with make_pipeline(['--direct_num_workers=2', '--direct_running_mode=multi_processing']) as p:\n"
+        "    p | beam.Create(range(8)) | beam.Reshuffle() | beam.Map(where) | beam.combiners.ToList() | beam.Map(lambda seen: print(sorted(set(seen))))\n"
+        "print(os.getpid())\n"
+    )
+    env = {**os.environ, "CRISSCROSS_HIDDEN_CLIENTS": "google.cloud boto3"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    *_, seen, parent = run.stdout.splitlines()
+    workers = ast.literal_eval(seen)
+    assert workers and all(pid != int(parent) and loaded == () for pid, loaded in workers), workers

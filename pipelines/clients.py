@@ -1,0 +1,105 @@
+"""Service clients that Beam imports at start-up whenever they are installed, and starting without
+the ones a command cannot use.
+
+Beam's import loads Google's clients (the ``dataflow`` extra: BigQuery, Cloud Storage, Pub/Sub;
+about a third of its import time) and boto3 (Amazon S3, where a machine has it) whether or not a
+pipeline reaches those services.  A stage command hides the clients its flags and params give it
+no use for (:func:`unused_clients`) while it imports its stage (``cli.import_stage``), and its
+local worker processes start the same way (:mod:`crisscross.pipelines.sdk_worker`, told through
+:data:`HIDDEN_ENV`).  Beam then skips their connectors, as in an install without them.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+HIDDEN_ENV = "CRISSCROSS_HIDDEN_CLIENTS"  # the packages a command hid, space-separated, for its local workers
+
+
+@dataclass(frozen=True)
+class ServiceClients:
+    """Client packages Beam imports at start-up whenever they are installed, and what in a
+    command says it may use them: a URL scheme among its flags or in its params file, or a runner
+    named among its flags."""
+
+    packages: tuple[str, ...]
+    schemes: tuple[str, ...] = ()
+    runners: tuple[str, ...] = ()
+
+
+SERVICE_CLIENTS = (
+    # Beam's gcp extra (the dataflow extra): Cloud Storage, BigQuery, Pub/Sub, the Dataflow runner
+    ServiceClients(("google.cloud",), schemes=("gs://",), runners=("dataflow",)),
+    ServiceClients(("boto3",), schemes=("s3://",)),  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
+)
+
+
+def unused_clients(args: list[str]) -> tuple[str, ...]:
+    """The client packages (:data:`SERVICE_CLIENTS`) a command with these flags cannot use: their
+    schemes are in neither its flags nor its params file (an unreadable one is the stage's to
+    report), and its flags name none of their runners."""
+    flags = [arg.lower() for arg in args]
+    texts = list(flags)
+    for i, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        path = value if equals else args[i + 1] if i + 1 < len(args) else ""
+        if name == "--params" and Path(path).is_file():  # a regular file: a FIFO would wait here for ever
+            with suppress(OSError):
+                texts.append(Path(path).read_text(encoding="utf-8", errors="replace").lower())
+    return tuple(
+        package
+        for clients in SERVICE_CLIENTS
+        if not any(scheme in text for scheme in clients.schemes for text in texts)
+        and not any(runner in flag for runner in clients.runners for flag in flags)
+        for package in clients.packages
+    )
+
+
+class _Absent(importlib.abc.MetaPathFinder):
+    """Finds the packages and their modules as not installed."""
+
+    def __init__(self, packages: tuple[str, ...]) -> None:
+        self._packages = packages
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if _within(name, self._packages):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(f"{package}.") for package in packages)
+
+
+@contextmanager
+def without(*packages: str) -> Iterator[None]:
+    """Imports made inside see ``packages`` as not installed (also when a namespace ``.pth`` loaded
+    one at start-up); afterwards they are back as they were, and later imports find them."""
+    absent = _Absent(packages)
+    loaded = {name: sys.modules.pop(name) for name in list(sys.modules) if _within(name, packages)}
+    sys.meta_path.insert(0, absent)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(absent)
+        sys.modules.update(loaded)
+
+
+@contextmanager
+def workers_without(packages: tuple[str, ...]) -> Iterator[None]:
+    """Local worker processes started inside (:mod:`crisscross.pipelines.sdk_worker`) hide
+    ``packages`` too; afterwards the environment is as it was."""
+    before = os.environ.get(HIDDEN_ENV)
+    os.environ[HIDDEN_ENV] = " ".join(packages)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[HIDDEN_ENV]
+        else:
+            os.environ[HIDDEN_ENV] = before
