@@ -214,7 +214,7 @@ def installed_clients() -> list[str]:
         except ImportError:  # not even the namespace (``google``)
             return False
 
-    return [package for clients in SERVICE_CLIENTS for package in clients.packages if found(package)]
+    return [package for clients in SERVICE_CLIENTS if found(clients.probe) for package in clients.packages]
 
 
 def run(args: argparse.Namespace) -> None:

@@ -57,8 +57,9 @@ def usage() -> str:
 
 
 def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, ...] = ()) -> object:
-    """The stage's module, imported with the cyclic garbage collector paused, and as if the
-    ``hidden`` packages were not installed.
+    """The stage's module (or a local worker's Beam module, :mod:`crisscross.pipelines.sdk_worker`),
+    imported with the cyclic garbage collector paused, and as if the ``hidden`` packages were not
+    installed.
 
     Beam imports service clients at start-up whenever they are installed (Google's: about a third
     of its import time; boto3: a tenth of a stage's ``--help``; benchmarks/stage_startup.py).  A
@@ -69,7 +70,7 @@ def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, .
 
     Importing Beam creates some 150,000 long-lived objects, and the collector's passes over them
     while they are made cost about a tenth of a command's start-up.  With ``freeze`` (the
-    ``crisscross`` command, whose process ends with its stage) they are moved out of the
+    ``crisscross`` command and its local workers, whose processes end with the stage) they are moved out of the
     collector's sight for good, so its passes during the run skip them too: a tenth of the demo's
     ``sample`` stage, start to exit (benchmarks/stage_startup.py).  In-process callers (tests) do
     not freeze, so what they import stays collectable.

@@ -20,23 +20,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HIDDEN_ENV = "CRISSCROSS_HIDDEN_CLIENTS"  # the packages a command hid, space-separated, for its local workers
+PARAMS_FLAG = "--params"
 
 
 @dataclass(frozen=True)
 class ServiceClients:
-    """Client packages Beam imports at start-up whenever they are installed, and what in a
-    command says it may use them: a URL scheme among its flags or in its params file, or a runner
-    named among its flags."""
+    """Client packages Beam imports at start-up whenever they are installed, the module whose
+    presence says they are (``probe``), and what in a command says it may use them: a URL scheme
+    among its flags or in its params file, or a runner named among its flags."""
 
     packages: tuple[str, ...]
+    probe: str
     schemes: tuple[str, ...] = ()
     runners: tuple[str, ...] = ()
 
 
 SERVICE_CLIENTS = (
     # Beam's gcp extra (the dataflow extra): Cloud Storage, BigQuery, Pub/Sub, the Dataflow runner
-    ServiceClients(("google.cloud",), schemes=("gs://",), runners=("dataflow",)),
-    ServiceClients(("boto3",), schemes=("s3://",)),  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
+    ServiceClients(("google.cloud",), "google.cloud.storage", schemes=("gs://",), runners=("dataflow",)),
+    ServiceClients(("boto3",), "boto3", schemes=("s3://",)),  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
 )
 
 
@@ -49,7 +51,7 @@ def unused_clients(args: list[str]) -> tuple[str, ...]:
     for i, arg in enumerate(args):
         name, equals, value = arg.partition("=")
         path = value if equals else args[i + 1] if i + 1 < len(args) else ""
-        if name == "--params" and Path(path).is_file():  # a regular file: a FIFO would wait here for ever
+        if len(name) > 2 and PARAMS_FLAG.startswith(name) and Path(path).is_file():  # argparse takes --par too; a FIFO would wait for ever
             with suppress(OSError):
                 texts.append(Path(path).read_text(encoding="utf-8", errors="replace").lower())
     return tuple(
@@ -100,6 +102,11 @@ def workers_without(packages: tuple[str, ...]) -> Iterator[None]:
         yield
     finally:
         if before is None:
-            del os.environ[HIDDEN_ENV]
+            os.environ.pop(HIDDEN_ENV, None)
         else:
             os.environ[HIDDEN_ENV] = before
+
+
+def hidden_for_workers() -> tuple[str, ...]:
+    """What :func:`workers_without` told this worker process to hide."""
+    return tuple(os.environ.get(HIDDEN_ENV, "").split())

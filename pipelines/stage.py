@@ -2,8 +2,9 @@
 
 A stage is ``crisscross <stage> --in PATH --out DIR [--params FILE] [stage flags] [Beam flags]``.
 Flags the stage does not know are Beam pipeline options (``--runner``, ``--direct_num_workers``,
-Dataflow flags) and pass through untouched.  Without ``--runner`` the in-process
-``FnApiRunner`` runs the job (Beam's ``DirectRunner`` would try to download the Prism binary).
+Dataflow flags) and pass through untouched.  Without ``--runner`` Beam's ``FnApiRunner`` runs the
+job, in this process or on local worker processes (Beam's ``DirectRunner`` would try to download
+the Prism binary).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from crisscross.pipelines.registry import Stage, stages
 
 LOG = logging.getLogger("crisscross")
 LOCAL_WORKER = "crisscross.pipelines.sdk_worker"  # the module a local worker process runs
+MULTI_PROCESSING = "multi_processing"  # --direct_running_mode of local worker processes
 T = TypeVar("T")
 
 
@@ -200,10 +202,11 @@ def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
     if options.view_as(StandardOptions).runner is not None:
         return beam.Pipeline(options=options)
     direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing":
+    if direct.direct_running_mode != MULTI_PROCESSING:
         return beam.Pipeline(runner=FnApiRunner(), options=options)
     direct.direct_running_mode = None  # else FnApiRunner puts its own worker command back
-    workers = SubprocessSDKEnvironment.from_command_string(f"{shlex.quote(sys.executable)} -m {LOCAL_WORKER}")
+    # -P: the worker finds this package as the command did, never a folder of the same name in the working directory
+    workers = SubprocessSDKEnvironment.from_command_string(f"{shlex.quote(sys.executable)} -P -m {LOCAL_WORKER}")
     return beam.Pipeline(runner=FnApiRunner(default_environment=workers), options=options)
 
 
@@ -335,6 +338,6 @@ def check_strict(stage: StageArgs, rejected: Mapping[str, Mapping[str, int]]) ->
 def worker_processes(beam_args: list[str]) -> int:
     """Worker processes sharing one machine's cores: the local multi-process runner's worker count, else 1."""
     direct = PipelineOptions(beam_args).view_as(DirectOptions)
-    if direct.direct_running_mode == "multi_processing":
+    if direct.direct_running_mode == MULTI_PROCESSING:
         return direct.direct_num_workers or os.cpu_count() or 1
     return 1

@@ -38,4 +38,4 @@ def test_the_help_imports_no_command() -> None:
         "print(' '.join(sorted(m for m in sys.modules if m.startswith(('crisscross.pipelines.', 'apache_beam')))))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert loaded == ["crisscross.pipelines.cli", "crisscross.pipelines.registry"]
+    assert loaded == ["crisscross.pipelines.cli", "crisscross.pipelines.clients", "crisscross.pipelines.registry"]
