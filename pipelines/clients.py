@@ -1,5 +1,5 @@
 """Service clients that Beam imports at start-up whenever they are installed, and starting without
-the ones a command cannot use.
+the ones a command cannot use; and IPython, which Beam imports at each pipeline run.
 
 Beam's import loads Google's clients (the ``dataflow`` extra: BigQuery, Cloud Storage, Pub/Sub;
 about a third of its import time) and boto3 (Amazon S3, where a machine has it) whether or not a
@@ -7,6 +7,9 @@ pipeline reaches those services.  A stage command hides the clients its flags an
 no use for (:func:`unused_clients`) while it imports its stage (``cli.import_stage``), and its
 local worker processes start the same way (:mod:`crisscross.pipelines.sdk_worker`, told through
 :data:`HIDDEN_ENV`).  Beam then skips their connectors, as in an install without them.
+
+Beam also imports IPython, where it is installed, each time a pipeline runs, only to ask whether
+it runs inside an IPython session (:func:`idle_shell`): a command hides it while its stage runs.
 """
 
 from __future__ import annotations
@@ -40,6 +43,16 @@ SERVICE_CLIENTS = (
     ServiceClients(("google.cloud",), "google.cloud.storage", schemes=("gs://",), runners=("dataflow",)),
     ServiceClients(("boto3",), "boto3", schemes=("s3://",)),  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
 )
+
+
+SHELL = "IPython"
+
+
+def idle_shell() -> tuple[str, ...]:
+    """``(SHELL,)`` unless this process has loaded IPython.  A process that has not cannot be running
+    inside an IPython session, and that is all Beam imports it to ask, at every pipeline run: half
+    a second of a stage command on a 2-core AMD EPYC where IPython is installed."""
+    return () if SHELL in sys.modules else (SHELL,)
 
 
 def unused_clients(args: list[str]) -> tuple[str, ...]:
