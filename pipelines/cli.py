@@ -11,7 +11,7 @@ import sys
 
 from crisscross import __version__
 from crisscross.core.errors import InputError, UserError, one_line
-from crisscross.pipelines.clients import idle_shell, unused_clients, without, workers_without
+from crisscross.pipelines.clients import unused_clients, unused_shell, without, workers_without
 from crisscross.pipelines.registry import module_of, stages
 
 # Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, *, freeze: bool = False) -> int:
     hidden = unused_clients(args[1:])
     module = import_stage(module_of(args[0]), freeze=freeze, hidden=hidden)
     try:
-        with workers_without(hidden), without(*idle_shell()):
+        with workers_without(hidden), without(*unused_shell()):
             module.main(args[1:])
     except USER_ERRORS as error:
         if debug:

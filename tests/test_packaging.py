@@ -1,4 +1,4 @@
-"""The package ships every subpackage of the tree, and the stage commands as ``crisscross.pipelines``."""
+"""The package ships every subpackage of the tree, and the stage commands as ``crisscross.pipelines``; DVC's YAML parser is the C one."""
 
 from __future__ import annotations
 
@@ -22,3 +22,12 @@ def test_the_command_runs_from_crisscross_pipelines() -> None:
     assert Path(cli.__file__).resolve() == PROJECT / "pipelines" / "cli.py"
     scripts = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"crisscross": "crisscross.pipelines.cli:run"}
+
+
+def test_dvc_reads_yaml_with_ruamel_s_c_parser() -> None:
+    """``ruamel.yaml.clib`` (a dependency: ruamel.yaml 0.19 no longer requires it) is the module
+    ruamel.yaml's safe loader takes its C parser from; an upgrade that stops finding it makes every
+    DVC command read its YAML in Python again."""
+    from ruamel.yaml.main import CParser
+
+    assert CParser is not None

@@ -173,36 +173,52 @@ def test_local_worker_processes_start_as_their_command_did() -> None:
     assert {(module, frozen, loaded) for _, module, frozen, loaded in workers} == {(LOCAL_WORKER, True, ())}, workers
 
 
-def test_a_command_runs_its_pipelines_without_importing_ipython(tmp_path: Path) -> None:
-    """Beam imports IPython at every pipeline run (to ask whether it runs inside an IPython
-    session). A stand-in IPython on the path shows when it is imported: not by the pipeline a
-    command runs, and, as the control, by the same pipeline run outside a command."""
+def test_a_command_runs_its_pipelines_without_importing_ipython_unless_it_is_loaded(tmp_path: Path) -> None:
+    """Beam imports IPython when a pipeline runs (to ask whether it runs inside an IPython session).
+    A stand-in IPython on the path shows when it is imported: not by the pipeline a command runs;
+    by the same pipeline run outside a command (the control); and a session loaded before the
+    command (a notebook's) is the one Beam finds while the stage runs."""
     site = tmp_path / "site"
     (site / "IPython").mkdir(parents=True)
-    (site / "IPython" / "__init__.py").write_text("def get_ipython():\n    return None\n")
+    (site / "IPython" / "__init__.py").write_text("import os\n\ndef get_ipython():\n    return os.environ.get('IN_A_SESSION')\n")
     code = (
-        "import sys\n"
+        "import os, sys\n"
+        "if os.environ.get('IN_A_SESSION'):\n"
+        "    import IPython\n"
         "from crisscross.pipelines import cli\n"
         "def run(args=()):\n"
         "    import apache_beam as beam\n"
-        "    with beam.Pipeline() as p:\n"
-        "        p | beam.Create([1])\n"
-        "    print('IPython' in sys.modules, flush=True)\n"
+        "    from apache_beam.utils.interactive_utils import is_in_ipython\n"
+        "    if not os.environ.get('IN_A_SESSION'):  # in one, Beam's interactive mode would need a real IPython\n"
+        "        with beam.Pipeline() as p:\n"
+        "            p | beam.Create([1])\n"
+        "    print('IPython' in sys.modules, is_in_ipython(), flush=True)\n"
         "stage = type('Stage', (), {'main': staticmethod(run)})\n"
         "imported = cli.import_stage  # Beam imported as a command imports it (Google's BigQuery client imports IPython)\n"
         "cli.import_stage = lambda name, **kwargs: imported('apache_beam', **kwargs) and stage\n"
         "cli.main(['derive', '--debug'])\n"
         "run()\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=300)
-    assert run.stdout.split() == ["False", "True"], run.stderr[-2000:]
+    path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    runs = {
+        session: subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": path, "IN_A_SESSION": session},
+            timeout=300,
+        )
+        for session in ("", "yes")
+    }
+    assert runs[""].stdout.split() == ["False", "False", "True", "False"], runs[""].stderr[-2000:]
+    assert runs["yes"].stdout.split() == ["True", "True", "True", "True"], runs["yes"].stderr[-2000:]
 
 
 def test_an_ipython_session_the_process_has_loaded_stays_visible(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crisscross.pipelines.clients import SHELL, idle_shell
+    from crisscross.pipelines.clients import IPYTHON, unused_shell
 
-    monkeypatch.delitem(sys.modules, SHELL, raising=False)
-    assert idle_shell() == (SHELL,)
-    monkeypatch.setitem(sys.modules, SHELL, sys)  # loaded: it may be running, so Beam must find it
-    assert idle_shell() == ()
+    monkeypatch.delitem(sys.modules, IPYTHON, raising=False)
+    assert unused_shell() == (IPYTHON,)
+    monkeypatch.setitem(sys.modules, IPYTHON, sys)  # loaded: it may be running, so Beam must find it
+    assert unused_shell() == ()

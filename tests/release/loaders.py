@@ -1,6 +1,6 @@
 """Each loader of a release, compared row by row, value and type, with the release's Parquet
-tables: Hugging Face ``datasets``, ``mlcroissant`` and TensorFlow Datasets' Croissant builder (the
-first ``TFDS_ROWS`` of each table). Shared by the demo release's tests and the workflows' (COCO-BISON, Flickr30k Entities)."""
+tables: Hugging Face ``datasets``, ``mlcroissant`` and TensorFlow Datasets' Croissant builder (on
+``TFDS_ROWS`` rows spread over each table). Shared by the demo release's tests and the workflows' (COCO-BISON, Flickr30k Entities)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 import pytest
 
 import crisscross
+from crisscross.core import io
 from crisscross.release.croissant import record_set_id
 from crisscross.release.hub import DTYPES, LABEL_COLUMNS, config_of, label_names
 
@@ -110,37 +111,45 @@ def check_croissant(release: Path) -> dict[str, int]:
 TFDS_ROWS = 1_000  # rows per table for TFDS's Croissant builder, which runs a Beam pipeline per table: ~1 ms a row on a 2-core AMD EPYC
 
 
-def first_rows(release: Path, out: Path, rows: int) -> dict[str, pa.Table]:
-    """``release`` copied to ``out`` with each Parquet table cut to its first ``rows`` rows, and the
-    sha256 ``croissant.json`` gives each cut file updated; the cut tables."""
+def spread_rows(tables: dict[str, pa.Table], release: Path, out: Path, rows: int) -> dict[str, pa.Table]:
+    """A copy of ``release`` at ``out`` for ``croissant.json``'s readers: each Parquet table longer
+    than ``rows`` cut to ``rows`` rows spread evenly over it plus each column's first value and first
+    gap, in file order; every table written as the release writes Parquet, and its sha256 in
+    ``croissant.json`` updated (``SHA256SUMS`` and the CSVs are left as they were). The tables as cut."""
     shutil.copytree(release, out)
     document = json.loads((out / "croissant.json").read_text(encoding="utf-8"))
-    tables, sums = {}, {}
-    for key, table in parquet_tables(release).items():
-        name = f"data/{key}.parquet"
-        tables[key] = table.slice(0, rows)
-        pq.write_table(tables[key], out / name)
-        sums[name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
+    cut, sums = {}, {}
+    for key, table in tables.items():
+        if table.num_rows > rows:
+            valid = [pc.is_valid(column).to_numpy() for column in table.columns]
+            picks = [np.linspace(0, table.num_rows - 1, rows).astype(np.int64)]
+            picks += [np.flatnonzero(mask)[:1] for v in valid for mask in (v, ~v)]
+            table = table.take(np.unique(np.concatenate(picks)))
+        cut[key] = table
+        data = io.parquet_bytes(table)
+        (out / "data" / f"{key}.parquet").write_bytes(data)
+        sums[f"data/{key}.parquet"] = hashlib.sha256(data).hexdigest()
     for entry in document["distribution"]:
         if entry["@id"] in sums:
             entry["sha256"] = sums[entry["@id"]]
     (out / "croissant.json").write_text(json.dumps(document), encoding="utf-8")
-    return tables
+    return cut
 
 
 def check_tfds(release: Path, data_dir: Path, rows: int = TFDS_ROWS) -> dict[str, int]:
     """TFDS's ``CroissantBuilder``, one record set per builder, in file order: text as bytes
     (missing: ``b""``), floats as float32 values (``tf.train.Example`` stores float32; missing: -inf),
-    integers and flags exact.  It reads a copy of the release whose tables keep their first ``rows``
-    rows (:func:`first_rows`): every table and column through the builder, at a size that checks its
-    wiring, not its speed (``check_croissant`` reads every row through ``mlcroissant``, which the
-    builder reads with).  Rows checked per table."""
+    integers and flags exact.  It reads a copy of the release whose tables keep about ``rows`` rows
+    spread over each (:func:`spread_rows`): every table and column through the builder, values and
+    gaps, at a size that checks its wiring, not its speed (``check_croissant`` reads every row through
+    ``mlcroissant``, which the builder reads with).  Rows checked per table."""
     import tensorflow_datasets as tfds
 
-    version = crisscross.load_release(release).version.split("-")[0]  # TFDS takes x.y.z only, not a simulated release's 1.0.0-simulated
-    copy = data_dir / "release"
+    loaded = crisscross.load_release(release)
+    version = loaded.version.split("-")[0]  # TFDS takes x.y.z only, not a simulated release's 1.0.0-simulated
+    copy = data_dir.parent / f"{data_dir.name}-release"
     checked = {}
-    for key, table in first_rows(release, copy, rows).items():
+    for key, table in spread_rows(loaded.tables, release, copy, rows).items():
         set_id = record_set_id(f"data/{key}.parquet")
         builder = tfds.dataset_builders.CroissantBuilder(
             jsonld=copy / "croissant.json",
