@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# The run's machine (``benchmarks.machine.measure``), set by ``python -m benchmarks`` before the first benchmark.
+RUN_MACHINE: dict[str, Any] = {}
 
 
 def save_result(name: str, value: Any) -> Path:
-    """Write one benchmark's result as ``results/<name>.json`` (sorted keys, so runs diff cleanly)."""
+    """Write one benchmark's result as ``results/<name>.json`` (sorted keys, so runs diff cleanly),
+    with the machine the run measured on beside it."""
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps({**value, "machine": RUN_MACHINE}, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -12,6 +12,7 @@ import importlib
 import time
 
 import crisscross  # noqa: F401  (first: sets the numeric policy before a benchmark's imports load numpy)
+from benchmarks import RUN_MACHINE, machine
 
 BENCHMARKS: tuple[str, ...] = (
     "embed_throughput",
@@ -36,11 +37,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=BENCHMARKS, metavar="NAME", help=f"run one benchmark: {', '.join(BENCHMARKS)}")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    RUN_MACHINE.update(machine.measure())
+    print(f"machine: {machine.describe(RUN_MACHINE)}", flush=True)
     for name in (args.only,) if args.only else BENCHMARKS:
         print(f"== {name}{' (quick)' if args.quick else ''}", flush=True)
         began = time.perf_counter()
         importlib.import_module(f"benchmarks.{name}").run(args)
         print(f"== {name}: {time.perf_counter() - began:.0f}s wall", flush=True)
+    print(f"machine at the end: {machine.describe(machine.measure())}", flush=True)
     print(f"benchmarks done in {time.perf_counter() - started:.0f}s wall", flush=True)
 
 

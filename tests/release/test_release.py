@@ -13,6 +13,7 @@ import hmac
 import json
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mlcroissant as mlc
@@ -161,7 +162,28 @@ def test_karpathy_merge_follows_cxc_script(cxc_release: tuple[Path, float], shar
     assert entry in examples[first[1]]["cxc_scores"] and isinstance(entry[1], str)
 
 
-def test_croissant_validates_and_checks_sha256(cxc_release: tuple[Path, float], tmp_path: Path) -> None:
+def plain_read_seconds(out: Path) -> float:
+    """pandas reading the files the four record sets come from (the three CxC CSVs, the STS table):
+    the reference beside mlcroissant's time."""
+    started = time.perf_counter()
+    for name in ("sts_test", "sis_test", "sits_test"):
+        pd.read_csv(out / "data" / f"{name}.csv")
+    pd.read_parquet(out / "data" / "sts_test.parquet")
+    return time.perf_counter() - started
+
+
+def write_tables_seconds(out: Path, where: Path) -> float:
+    """pyarrow reading and writing again every Parquet table of the release: the floor of any
+    release writer, the reference beside the release build's time."""
+    started = time.perf_counter()
+    for table in sorted((out / "data").glob("*.parquet")):
+        pq.write_table(pq.read_table(table), where / table.name)
+    return time.perf_counter() - started
+
+
+def test_croissant_validates_and_checks_sha256(
+    cxc_release: tuple[Path, float], tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     out, _ = cxc_release
     assert set(validate(out / "croissant.json", record_limit=1)) >= {"pairs", "judgments", "raters"}  # every record set reads
     started = time.perf_counter()
@@ -181,10 +203,16 @@ def test_croissant_validates_and_checks_sha256(cxc_release: tuple[Path, float], 
     with pytest.raises(mlc.GenerationError, match=r"Download\(data/sts_test.parquet\)") as failure:
         list(mlc.Dataset(jsonld=copy / "croissant.json").records("sts_test"))
     assert "hash of downloaded file" in str(failure.value.__cause__).lower()
-    print(f"mlcroissant, four CxC record sets read in full (CSV and Parquet): {seconds:.1f}s")
+    plain = plain_read_seconds(out)
+    record_property(
+        "figure",
+        f"mlcroissant, four CxC record sets read in full (CSV and Parquet): {seconds:.1f} s, {seconds / plain:.0f}x pandas reading their files ({plain:.2f} s)",
+    )
 
 
-def test_release_loads_and_evaluates_as_a_truth(cxc_release: tuple[Path, float]) -> None:
+def test_release_loads_and_evaluates_as_a_truth(
+    cxc_release: tuple[Path, float], tmp_path: Path, record_property: Callable[[str, object], None]
+) -> None:
     out, seconds = cxc_release
     release = crisscross.load_release(out)
     assert release.tables["sts_test"].num_rows == 44_045 and len(release.frames["pairs"]) == 44_045 + 43_856 + 44_833
@@ -192,7 +220,11 @@ def test_release_loads_and_evaluates_as_a_truth(cxc_release: tuple[Path, float])
     truth, report = GROUND_TRUTHS.create(f"release:{out}")
     assert report["rated_items"] == {"STS": 44_045, "SIS": 43_856, "SITS": 44_833}
     assert len(truth.i2i) == 2 * 19_990
-    print(f"release build on the CxC test split: {seconds:.1f}s")
+    floor = write_tables_seconds(out, tmp_path)
+    record_property(
+        "figure",
+        f"release build on the CxC test split: {seconds:.1f} s, {seconds / floor:.1f}x pyarrow rewriting its Parquet tables ({floor:.2f} s)",
+    )
 
 
 def test_verify_passes_and_a_tampered_file_fails_naming_it(
