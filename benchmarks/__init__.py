@@ -21,12 +21,16 @@ def save_result(name: str, value: Any) -> Path:
     with the machine the run measured on beside it."""
     RESULTS_DIR.mkdir(exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps({**value, "machine": RUN_MACHINE}, indent=2, sort_keys=True) + "\n")
+    path.write_text(json.dumps({**value, "measured_on": RUN_MACHINE}, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def cpuinfo(field: str) -> str | None:
+    """The first CPU's ``field`` in /proc/cpuinfo (``model name``, ``flags``), or None."""
+    with open("/proc/cpuinfo") as handle:
+        return next((line.split(":", 1)[1].strip() for line in handle if line.startswith(field)), None)
 
 
 def cpu_model() -> str:
     """The CPU's name as Linux reports it (``model name`` in /proc/cpuinfo)."""
-    with open("/proc/cpuinfo") as handle:
-        names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
-    return names[0] if names else "unknown CPU"
+    return cpuinfo("model name") or "unknown CPU"

@@ -3,7 +3,7 @@ GEMM peak of that run, so every figure quoted from a run can name where it came 
 
 ``python -m benchmarks`` measures it at the start and again at the end (a shared host's speed
 drifts within a run), prints both, and :func:`benchmarks.save_result` writes the start's record into
-every result file of the run.
+every result file of the run, as ``measured_on``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import time
 
-from benchmarks import cpu_model
+from benchmarks import cpu_model, cpuinfo
 
 
 def vector_isa() -> str:
     """The widest x86 vector extension the CPU reports (the native kernels' choice depends on it)."""
-    with open("/proc/cpuinfo") as handle:
-        flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    flags = (cpuinfo("flags") or "").split()
     return next((isa for flag, isa in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")) if flag in flags), "no AVX")
 
 
