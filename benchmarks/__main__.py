@@ -28,6 +28,8 @@ BENCHMARKS: tuple[str, ...] = (
     "adaptive_campaign",
     "browse_pages",
     "operator_poll",
+    "store_submit",
+    "release_loaders",
 )
 
 

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,8 +152,23 @@ def account() -> pwd.struct_passwd | None:
     raise Unavailable(f"running as root, and none of the users {', '.join(RUN_AS)} exists to run PostgreSQL as")
 
 
-def start(folder: Path, owner: int) -> dict[str, Any]:
-    """``initdb`` in ``folder`` and ``postgres`` under a watchdog tied to ``owner``; where it listens."""
+@contextmanager
+def private(settings: Mapping[str, str]) -> Iterator[Server]:
+    """A server of this process's own with ``settings`` (a benchmark's, e.g. ``fsync`` on), stopped and
+    its folder deleted on leaving (or by its watchdog, if this process dies first)."""
+    folder = Path(tempfile.mkdtemp(prefix="crisscross-pg-"))
+    try:
+        found = start(folder, os.getpid(), settings)
+        try:
+            yield Server(found["port"], found["password"])
+        finally:
+            stop(found["watchdog"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start(folder: Path, owner: int, settings: Mapping[str, str] = SETTINGS) -> dict[str, Any]:
+    """``initdb`` in ``folder`` and ``postgres`` with ``settings`` under a watchdog tied to ``owner``; where it listens."""
     binaries, user = bindir(), account()
     setpriv = shutil.which("setpriv")
     if setpriv is None:
@@ -172,12 +187,12 @@ def start(folder: Path, owner: int) -> dict[str, Any]:
     secret.unlink()
     if made.returncode:
         raise Unavailable(f"initdb failed: {last_line(made.stderr or made.stdout)}")
-    settings = [a for name, value in SETTINGS.items() for a in ("-c", f"{name}={value}")]
+    flags = [a for name, value in settings.items() for a in ("-c", f"{name}={value}")]
     log = folder / "postgres.log"
     for _attempt in range(3):  # the free port may be taken by someone else before postgres binds it
         port, before = free_port(), log.stat().st_size if log.exists() else 0
         server = Server(port, password)
-        argv = [*prefix, str(binaries / "postgres"), "-D", str(data), "-p", str(port), "-k", str(folder), *settings]
+        argv = [*prefix, str(binaries / "postgres"), "-D", str(data), "-p", str(port), "-k", str(folder), *flags]
         with log.open("ab") as out:
             watchdog = subprocess.Popen(
                 [sys.executable, __file__, str(owner), str(folder), *argv],

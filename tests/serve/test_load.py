@@ -3,7 +3,8 @@
 batch ends rated by exactly ``replicas`` raters.  The kill test kills the server (SIGKILL) mid-run
 and restarts it, on each backend; the load test has 100 raters on PostgreSQL.  On PostgreSQL the
 server runs two worker processes (``serve --workers 2``), and the kill takes them all.  Requests/s and
-p50/p95 latency are reported (in the run's "figures" section), never asserted.
+p50/p95 latency are reported (in the run's "figures" section), never asserted; the p50 also as a
+multiple of one rater's alone on the same server and database, just before the crowd comes.
 
 Bounded in count and time.  CI runs small rounds; the issue's benchmark (50 raters, 10,000
 judgments, with the kill) is ``CRISSCROSS_LOAD_RATERS=50 CRISSCROSS_LOAD_JUDGMENTS=10000 pytest
@@ -35,6 +36,7 @@ RATERS = int(os.environ.get("CRISSCROSS_LOAD_RATERS", "12"))
 JUDGMENTS = int(os.environ.get("CRISSCROSS_LOAD_JUDGMENTS", "900"))
 REPLICAS, BATCH = 3, 18
 CROWD, CROWD_BATCH = 100, 6  # the PostgreSQL load test: 100 raters, each rating about 3 batches
+ALONE = 12  # batches one rater rates alone before the crowd comes (after one more as a warm-up): the unloaded latency
 DEADLINE = 300.0  # seconds: a run stops by itself
 
 
@@ -84,6 +86,20 @@ def percentile(values: list[float], q: float) -> float:
     return sorted(values)[int(q * (len(values) - 1))]
 
 
+def rate_batch(client: httpx.Client) -> tuple[list[float], str, httpx.Response] | None:
+    """The signed-in rater's next batch rated, as the page does: the latencies of its two requests,
+    the batch's id and the submit's response; None when no batch is left for them."""
+    t0 = time.perf_counter()
+    view = client.get("/api/batch").json()
+    t1 = time.perf_counter()
+    if view["batch"] is None:
+        return None
+    batch = view["batch"]
+    body = {"batch_id": batch["id"], "answers": [{"position": i["position"], "score": 2.5, "seconds": 1.0} for i in batch["items"]]}
+    response = client.post("/api/submit", json=body, headers={CSRF_HEADER: view["csrf"]})
+    return [t1 - t0, time.perf_counter() - t1], batch["id"], response
+
+
 def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: bool) -> str:
     """``raters`` raters rate every batch through a real server (killed once mid-run with ``kill``);
     checks what the database kept against what was acknowledged and returns the figures."""
@@ -96,9 +112,24 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
     server = start(argv, url)
     acked: list[tuple[str, str]] = []
     latencies: list[float] = []
+    unloaded: list[float] = []  # one rater's alone, before the crowd comes
     errors: list[str] = []
     retries = [0]
     lock = threading.Lock()
+
+    def record(name: str, rated: tuple[list[float], str, httpx.Response], timed: list[float]) -> None:
+        times, batch_id, response = rated
+        timed.extend(times)
+        if response.status_code == 200:
+            acked.append((name, batch_id))
+        else:
+            errors.append(f"{response.status_code} {response.text[:200]}")
+
+    with httpx.Client(base_url=url, headers={"Origin": url}, timeout=30) as alone:
+        alone.post("/signin", data={"token": store.add_rater("alone", time.time())})
+        for n in range(min(ALONE, batches // 2) + 1):  # the first a warm-up; half the batches at most, so the crowd has work
+            if rated := rate_batch(alone):
+                record("alone", rated, unloaded if n else [])
     started = time.monotonic()
 
     def rater(name: str, token: str) -> None:
@@ -107,29 +138,16 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
             try:
                 if SESSION_COOKIE not in client.cookies:
                     client.post("/signin", data={"token": token})  # the session outlives a server restart: once is enough
-                t0 = time.perf_counter()
-                view = client.get("/api/batch").json()
-                t1 = time.perf_counter()
-                if view["batch"] is None:
-                    return
-                batch = view["batch"]
-                body = {
-                    "batch_id": batch["id"],
-                    "answers": [{"position": i["position"], "score": 2.5, "seconds": 1.0} for i in batch["items"]],
-                }
-                response = client.post("/api/submit", json=body, headers={CSRF_HEADER: view["csrf"]})
-                t2 = time.perf_counter()
+                rated = rate_batch(client)
             except (httpx.TransportError, ValueError):
                 with lock:
                     retries[0] += 1
                 time.sleep(0.2)  # the server is down (killed): try again once it is back
                 continue
+            if rated is None:
+                return
             with lock:
-                latencies.extend([t1 - t0, t2 - t1])
-                if response.status_code == 200:
-                    acked.append((name, batch["id"]))
-                else:
-                    errors.append(f"{response.status_code} {response.text[:200]}")
+                record(name, rated, latencies)
 
     threads = [threading.Thread(target=rater, args=item) for item in tokens.items()]
     for t in threads:
@@ -162,11 +180,12 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
         assert retries[0] == 0  # a server nobody killed answers every request
     requests = len(latencies)
     p50, p95 = (percentile(latencies, q) * 1000 for q in (0.5, 0.95))
+    alone_p50 = percentile(unloaded, 0.5) * 1000 if unloaded else math.nan  # none on a round of one batch
     restart = f"killed after {killed_after} acked batches, restarted; " if kill else ""
     return (
         f"{Store(db).backend.name}: {raters} raters, {total} judgments in {batches} batches × {REPLICAS}; {restart}"
         f"0 acknowledged lost, 0 duplicates; {requests} requests in {elapsed:.1f} s = {requests / elapsed:.0f} requests/s, "
-        f"p50 {p50:.1f} ms, p95 {p95:.1f} ms"
+        f"p50 {p50:.1f} ms = {p50 / alone_p50:.1f}× one rater alone (p50 {alone_p50:.1f} ms over {len(unloaded)} requests), p95 {p95:.1f} ms"
     )
 
 
