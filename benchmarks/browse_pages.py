@@ -12,9 +12,14 @@ and is asked over HTTP, one request at a time, for:
 - a pair: one pair with its judgments and their spread, at a seeded random key;
 - a thumbnail: an image of the Karpathy test photographs, first (decoded) and again (cached).
 
-The reference, in the same run, is what an evaluator writes without the page: pandas reading
-``pairs.parquet`` and taking the same filter's first 50 rows sorted (``read + filter``), and the
-filter alone on a frame already in memory (``filter in memory``).
+The references, in the same run, are what an evaluator writes without the page, and the page's own
+work without HTTP:
+- start-up: pandas reading the two tables the page serves (``pairs.parquet``, ``judgments.parquet``);
+- the first page: pandas reading ``pairs.parquet`` and taking its first 50 rows;
+- a filter: pandas reading ``pairs.parquet`` and taking the same filter's first 50 rows sorted
+  (``read + filter``), and the filter alone on a frame already in memory (``filter in memory``);
+- a pair: the same pairs' rows and their judgments picked from frames already in memory;
+- a thumbnail: the page's own ``thumbnail`` function on the same photos in this process, uncached.
 """
 
 from __future__ import annotations
@@ -67,16 +72,18 @@ def run(args: argparse.Namespace) -> None:
         print(
             f"  {kind:15s} p50 {page[kind]['p50'] * 1000:7.1f} ms   p95 {page[kind]['p95'] * 1000:7.1f} ms   ({page[kind]['n']} requests)"
         )
-    for kind in ("read_filter", "filter_in_memory"):
-        print(f"  pandas {kind:17s} p50 {reference[kind]['p50'] * 1000:7.1f} ms   p95 {reference[kind]['p95'] * 1000:7.1f} ms")
+    for kind in ("read_tables", "read_head", "read_filter", "filter_in_memory", "pair_in_memory", "thumbnail_in_process"):
+        print(f"  reference {kind:20s} p50 {reference[kind]['p50'] * 1000:7.1f} ms   p95 {reference[kind]['p95'] * 1000:7.1f} ms")
     ratios = {
+        "startup_vs_pandas_read_tables": page["startup"] / reference["read_tables"]["p50"],
+        "first_page_vs_pandas_read_head": page["first_page"]["p50"] / reference["read_head"]["p50"],
         "filter_vs_pandas_read_filter": page["filter"]["p50"] / reference["read_filter"]["p50"],
         "filter_vs_pandas_in_memory": page["filter"]["p50"] / reference["filter_in_memory"]["p50"],
+        "pair_vs_pandas_in_memory": page["pair"]["p50"] / reference["pair_in_memory"]["p50"],
+        "thumbnail_cold_vs_in_process": page["thumbnail_cold"]["p50"] / reference["thumbnail_in_process"]["p50"],
     }
-    print(
-        f"  a filter over HTTP ÷ pandas read + filter: {ratios['filter_vs_pandas_read_filter']:.2f}; "
-        f"÷ pandas filter in memory: {ratios['filter_vs_pandas_in_memory']:.2f}"
-    )
+    for name, ratio in ratios.items():
+        print(f"  {name.replace('_vs_', ' ÷ ')}: {ratio:.2f}")
     path = save_result(
         NAME, {"quick": args.quick, "machine": machine, "built_seconds": built, **page, "reference": reference, "ratios": ratios}
     )
@@ -194,13 +201,11 @@ def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[s
     try:
         connection = wait_for(port, server)
         startup = time.perf_counter() - started
-        rng = random.Random(0)
         total = int(get(connection, "/api/release")["choices"]["pairs"])
         first_page = [timed(first, connection) for _ in range(repeats)]
         filters = [timed(get, connection, "/api/pairs?" + urlencode({**f, "limit": 50})) for f in cycle(filters_of(splits), repeats)]
-        pairs = [timed(get, connection, f"/api/pairs/{rng.randrange(total)}") for _ in range(repeats)]
-        photos = sorted(p.name for p in PHOTOS.glob("*.jpg"))[:repeats]
-        images = ["/api/image?" + urlencode({"id": f"coco:img:{int(name.rsplit('_', 1)[1].split('.')[0])}"}) for name in photos]
+        pairs = [timed(get, connection, f"/api/pairs/{key}") for key in pair_keys(total, repeats)]
+        images = ["/api/image?" + urlencode({"id": f"coco:img:{int(name.rsplit('_', 1)[1].split('.')[0])}"}) for name in photos(repeats)]
         cold = [timed(get, connection, url, True) for url in images]
         warm = [timed(get, connection, url, True) for url in images]
     finally:
@@ -219,16 +224,44 @@ def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[s
     }
 
 
+def pair_keys(total: int, repeats: int) -> list[int]:
+    """The pairs asked for, at seeded random keys (the page's and the reference's alike)."""
+    rng = random.Random(0)
+    return [rng.randrange(total) for _ in range(repeats)]
+
+
+def photos(repeats: int) -> list[str]:
+    """The Karpathy test photographs whose thumbnails are asked for."""
+    return sorted(p.name for p in PHOTOS.glob("*.jpg"))[:repeats]
+
+
 def measure_reference(release: Path, splits: tuple[str, ...], repeats: int) -> dict[str, Any]:
-    """pandas on the release's ``pairs.parquet``: the same filters' first 50 rows, read and filtered, and filtered in memory."""
+    """The same answers without the page: pandas on the release's tables, and its thumbnails made in this process."""
     import pandas as pd
 
-    path = release / "data" / "pairs.parquet"
-    frame = pd.read_parquet(path)
+    from crisscross.serve.browse import thumbnail
+
+    path, judgments_path = release / "data" / "pairs.parquet", release / "data" / "judgments.parquet"
+    frame, judgments = pd.read_parquet(path), pd.read_parquet(judgments_path)
     asked = cycle(filters_of(splits), repeats)
-    read_filter = [timed(lambda f: pandas_page(pd.read_parquet(path), f), f) for f in asked]
-    in_memory = [timed(pandas_page, frame, f) for f in asked]
-    return {"read_filter": percentiles(read_filter), "filter_in_memory": percentiles(in_memory)}
+    by_item = judgments.groupby(["round", "item_id"], sort=False).indices
+
+    def one_pair(key: int) -> Any:
+        row = frame.iloc[key]
+        return row, judgments.iloc[by_item[(row["round"], row["item_id"])]]
+
+    def thumbnails(name: str) -> bytes:
+        found = PHOTOS / name
+        return thumbnail.__wrapped__(str(found), found.stat().st_mtime_ns)  # uncached, as a first request makes it
+
+    return {
+        "read_tables": percentiles([timed(lambda: (pd.read_parquet(path), pd.read_parquet(judgments_path))) for _ in range(5)]),
+        "read_head": percentiles([timed(lambda: pd.read_parquet(path).head(50)) for _ in range(repeats)]),
+        "read_filter": percentiles([timed(lambda f: pandas_page(pd.read_parquet(path), f), f) for f in asked]),
+        "filter_in_memory": percentiles([timed(pandas_page, frame, f) for f in asked]),
+        "pair_in_memory": percentiles([timed(one_pair, key) for key in pair_keys(len(frame), repeats)]),
+        "thumbnail_in_process": percentiles([timed(thumbnails, name) for name in photos(repeats)]),
+    }
 
 
 def pandas_page(frame: Any, query: dict[str, Any]) -> Any:
