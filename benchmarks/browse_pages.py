@@ -14,7 +14,8 @@ and is asked over HTTP, one request at a time, for:
 
 The references, in the same run, are what an evaluator writes without the page, and the page's own
 work without HTTP:
-- start-up: pandas reading the two tables the page serves (``pairs.parquet``, ``judgments.parquet``);
+- start-up: a new Python process importing pandas and reading the two tables the page serves
+  (``pairs.parquet``, ``judgments.parquet``);
 - the first page: pandas reading ``pairs.parquet`` and taking its first 50 rows;
 - a filter: pandas reading ``pairs.parquet`` and taking the same filter's first 50 rows sorted
   (``read + filter``), and the filter alone on a frame already in memory (``filter in memory``);
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
         release = build_release(Path(tmp), splits)
         built = time.perf_counter() - started
         page = measure_page(release, splits, repeats)
-        reference = measure_reference(release, splits, repeats)
+        reference = measure_reference(release, splits, repeats, page["pairs"])
     machine = f"{cpu_model()}, {os.cpu_count()} cores"
     print(f"release: {page['pairs']:,} pairs, {page['judgments']:,} judgments (built in {built:.0f} s); {machine}")
     print(f"  start-up (process start → first answer): {page['startup']:.2f} s")
@@ -206,6 +207,8 @@ def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[s
         filters = [timed(get, connection, "/api/pairs?" + urlencode({**f, "limit": 50})) for f in cycle(filters_of(splits), repeats)]
         pairs = [timed(get, connection, f"/api/pairs/{key}") for key in pair_keys(total, repeats)]
         images = ["/api/image?" + urlencode({"id": f"coco:img:{int(name.rsplit('_', 1)[1].split('.')[0])}"}) for name in photos(repeats)]
+        for name in photos(repeats):  # in the OS's cache for the page's first pass, as for the reference's
+            (PHOTOS / name).read_bytes()
         cold = [timed(get, connection, url, True) for url in images]
         warm = [timed(get, connection, url, True) for url in images]
     finally:
@@ -235,7 +238,7 @@ def photos(repeats: int) -> list[str]:
     return sorted(p.name for p in PHOTOS.glob("*.jpg"))[:repeats]
 
 
-def measure_reference(release: Path, splits: tuple[str, ...], repeats: int) -> dict[str, Any]:
+def measure_reference(release: Path, splits: tuple[str, ...], repeats: int, pairs: int) -> dict[str, Any]:
     """The same answers without the page: pandas on the release's tables, and its thumbnails made in this process."""
     import pandas as pd
 
@@ -243,6 +246,15 @@ def measure_reference(release: Path, splits: tuple[str, ...], repeats: int) -> d
 
     path, judgments_path = release / "data" / "pairs.parquet", release / "data" / "judgments.parquet"
     frame, judgments = pd.read_parquet(path), pd.read_parquet(judgments_path)
+    if len(frame) != pairs:  # the page's keys are the table's rows: the same keys must name the same pairs
+        raise RuntimeError(f"the page holds {pairs:,} pairs, pairs.parquet {len(frame):,}")
+    read_both = [
+        sys.executable,
+        "-c",
+        "import sys, pandas as pd; [pd.read_parquet(p) for p in sys.argv[1:]]",
+        str(path),
+        str(judgments_path),
+    ]
     asked = cycle(filters_of(splits), repeats)
     by_item = judgments.groupby(["round", "item_id"], sort=False).indices
 
@@ -255,7 +267,7 @@ def measure_reference(release: Path, splits: tuple[str, ...], repeats: int) -> d
         return thumbnail.__wrapped__(str(found), found.stat().st_mtime_ns)  # uncached, as a first request makes it
 
     return {
-        "read_tables": percentiles([timed(lambda: (pd.read_parquet(path), pd.read_parquet(judgments_path))) for _ in range(5)]),
+        "read_tables": percentiles([timed(lambda: subprocess.run(read_both, check=True)) for _ in range(5)]),
         "read_head": percentiles([timed(lambda: pd.read_parquet(path).head(50)) for _ in range(repeats)]),
         "read_filter": percentiles([timed(lambda f: pandas_page(pd.read_parquet(path), f), f) for f in asked]),
         "filter_in_memory": percentiles([timed(pandas_page, frame, f) for f in asked]),

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
         import pyarrow.parquet as pq
         import tensorflow_datasets as tfds
     except ImportError as error:
-        print(f"skipped: {error.name} is not installed (TFDS and mlcroissant come with pip install -e '.[tfds]')")
+        print(f"skipped: {error.name} is not installed (TFDS comes with pip install -e '.[tfds]')")
         return
     if not (RELEASE / "croissant.json").is_file():
         print(f"skipped: no demo release at {RELEASE}: build it with `{BUILD}` in the project root")

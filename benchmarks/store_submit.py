@@ -26,7 +26,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="crisscross-bench-") as tmp:
         figures: dict[str, dict[str, Any]] = {"sqlite": measure(str(Path(tmp) / "store.sqlite"), submits)}
     try:
-        with scratch_postgres() as url:
+        with postgres_database() as url:
             figures["postgresql"] = measure(url, submits)
     except Unavailable as reason:
         figures["postgresql"] = {"skipped": str(reason)}
@@ -166,15 +166,17 @@ class Unavailable(RuntimeError):
 
 
 @contextmanager
-def scratch_postgres() -> Iterator[str]:
+def postgres_database() -> Iterator[str]:
     """The URL of a database on a scratch PostgreSQL server of this process's own (the test suite's,
     ``tests/scratch_postgres.py``) with ``fsync`` on: the tests skip the flush, a durable commit is what is timed."""
     try:
         from tests import scratch_postgres as scratch  # stdlib only at import
     except ImportError as error:
         raise Unavailable(f"tests/scratch_postgres.py cannot be imported ({error}): run from the project root") from error
-    try:
-        with scratch.private({**scratch.SETTINGS, "fsync": "on"}) as server, server.database() as url:
-            yield url
-    except (scratch.Unavailable, ImportError) as error:
-        raise Unavailable(str(error)) from error
+    with ExitStack() as stack:
+        try:  # only starting the server is a reason to skip; what fails while measuring is raised as it is
+            server = stack.enter_context(scratch.private({**scratch.SETTINGS, "fsync": "on"}))
+            url = stack.enter_context(server.database())
+        except (scratch.Unavailable, ImportError) as error:
+            raise Unavailable(str(error)) from error
+        yield url

@@ -5,7 +5,8 @@ One server per run, shared by the pytest-xdist workers: the run's main process n
 folder under the system's temporary folder (:func:`claim_run`); the first worker that needs the
 server makes it, runs ``initdb`` there and starts ``postgres`` on a free loopback port under a file
 lock, the others read where it listens.  Password authentication, a random password: the machine is shared.
-Each test gets a database of its own (``CREATE DATABASE``, dropped after).  PostgreSQL refuses to run
+Each test gets a database of its own (``CREATE DATABASE``, dropped after).  A benchmark that needs
+a server with other settings starts one of its own with :func:`private`.  PostgreSQL refuses to run
 as root, so as root it runs as the ``postgres`` user Debian's package creates (else ``nobody``).
 
 Never leaked: ``postgres`` runs under a watchdog (this file run as a script) that stops it and
@@ -65,6 +66,12 @@ class Server:
         import pg8000.native
 
         return pg8000.native.Connection(ROLE, host=self.host, port=self.port, password=self.password, database=database, timeout=30)
+
+    def close(self) -> None:
+        """Close the connection :meth:`database` keeps for creating and dropping databases."""
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
 
     @contextmanager
     def database(self) -> Iterator[str]:
@@ -159,9 +166,11 @@ def private(settings: Mapping[str, str]) -> Iterator[Server]:
     folder = Path(tempfile.mkdtemp(prefix="crisscross-pg-"))
     try:
         found = start(folder, os.getpid(), settings)
+        server = Server(found["port"], found["password"])
         try:
-            yield Server(found["port"], found["password"])
+            yield server
         finally:
+            server.close()
             stop(found["watchdog"])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -201,7 +210,12 @@ def start(folder: Path, owner: int, settings: Mapping[str, str] = SETTINGS) -> d
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the terminal's Ctrl-C stops pytest, which stops the server
             )
-        refused = not_ready(server, watchdog)
+        try:
+            refused = not_ready(server, watchdog)
+        except BaseException:  # pg8000 missing, Ctrl-C: nothing else would stop this postgres
+            stop(watchdog.pid)
+            watchdog.wait()
+            raise
         if refused is None:
             return {"port": port, "password": password, "watchdog": watchdog.pid}
         stop(watchdog.pid)

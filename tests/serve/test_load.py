@@ -125,11 +125,13 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
         else:
             errors.append(f"{response.status_code} {response.text[:200]}")
 
+    warmup: list[float] = []
     with httpx.Client(base_url=url, headers={"Origin": url}, timeout=30) as alone:
         alone.post("/signin", data={"token": store.add_rater("alone", time.time())})
-        for n in range(min(ALONE, batches // 2) + 1):  # the first a warm-up; half the batches at most, so the crowd has work
+        for n in range(min(ALONE, batches // 2) + 1):  # half the batches at most, so the crowd has work
             if rated := rate_batch(alone):
-                record("alone", rated, unloaded if n else [])
+                record("alone", rated, unloaded if n else warmup)
+    alone_acked = len(acked)  # the kill and its figure count the crowd's acknowledgements only
     started = time.monotonic()
 
     def rater(name: str, token: str) -> None:
@@ -154,11 +156,11 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
         t.start()
     killed_after = None
     if kill:
-        while len(acked) < 0.4 * batches * REPLICAS and any(t.is_alive() for t in threads):
+        while len(acked) - alone_acked < 0.4 * (batches * REPLICAS - alone_acked) and any(t.is_alive() for t in threads):
             time.sleep(0.01)
         os.killpg(server.pid, signal.SIGKILL)  # mid-run, with submits in flight
         server.wait()
-        killed_after = len(acked)
+        killed_after = len(acked) - alone_acked
         server = start(argv, url)
     for t in threads:
         t.join(timeout=DEADLINE)
