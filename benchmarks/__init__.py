@@ -8,6 +8,7 @@ imports nothing heavy: benchmark workers may import the package.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,12 @@ def save_result(name: str, value: Any) -> Path:
     path = RESULTS_DIR / f"{name}.json"
     path.write_text(json.dumps({**value, "measured_on": RUN_MACHINE}, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    """How many, the median and the 95th percentile (the nearest rank: a value that was measured)."""
+    ordered = sorted(seconds)
+    return {"n": len(ordered), "p50": statistics.median(ordered), "p95": ordered[round(0.95 * (len(ordered) - 1))]}
 
 
 def cpuinfo(field: str) -> str | None:

@@ -31,7 +31,6 @@ import json
 import os
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from benchmarks import cpu_model, save_result
+from benchmarks import cpu_model, percentiles, save_result
 
 NAME = "browse_pages"
 SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -321,11 +320,6 @@ def timed(call: Any, *args: Any) -> float:
     started = time.perf_counter()
     call(*args)
     return time.perf_counter() - started
-
-
-def percentiles(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    return {"n": len(ordered), "p50": statistics.median(ordered), "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]}
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cpu_model, save_result
+from benchmarks import cpu_model, percentiles, save_result
 
 NAME = "operator_poll"
 JUDGMENTS = 267_095 * 5  # CxC's pairs, five raters each
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
         counted = poll(NOW + 3600.0)["pace"]["judgments"]
     read_all = statistics.median(reference)
     cached = statistics.median(kept)
-    p95 = sorted(kept)[round(0.95 * (len(kept) - 1))]
+    p95 = percentiles(kept)["p95"]
     machine = f"{cpu_model()}, {os.cpu_count()} cores"
     print(f"store: {counted:,} judgments, {batches:,} batches (built in {built:.0f} s); {machine}")
     print(f"  reading every judgment once (the reference): {read_all:.2f} s")

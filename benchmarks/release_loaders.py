@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import cpu_model, save_result
+from benchmarks import save_result
 
 NAME = "release_loaders"
 RELEASE = Path(__file__).resolve().parents[1] / "releases" / "demo-simulated"
@@ -92,10 +91,7 @@ def run(args: argparse.Namespace) -> None:
     timings = {"builder": builder, "mlcroissant": croissant, "pyarrow": arrow, "pandas": pandas}
     seconds = {name: statistics.median(times) for name, times in timings.items()}
     ratios = {f"builder_over_{name}": seconds["builder"] / seconds[name] for name in ("mlcroissant", "pyarrow", "pandas")}
-    machine = f"{cpu_model()}, {os.cpu_count()} cores"
-    print(
-        f"release {RELEASE.name} {release.version}: record set {set_id!r}, {rows:,} rows ({parquet.stat().st_size:,} bytes of Parquet); {machine}"
-    )
+    print(f"release {RELEASE.name} {release.version}: record set {set_id!r}, {rows:,} rows ({parquet.stat().st_size:,} bytes of Parquet)")
     print(f"  TFDS CroissantBuilder download_and_prepare: {seconds['builder']:.2f} s (median of {builds})")
     print(
         f"  mlcroissant, every record (reference): {seconds['mlcroissant']:.2f} s; the builder takes {ratios['builder_over_mlcroissant']:.1f}×"
@@ -106,7 +102,6 @@ def run(args: argparse.Namespace) -> None:
         NAME,
         {
             "quick": args.quick,
-            "machine": machine,
             "release": RELEASE.name,
             "version": release.version,
             "record_set": set_id,

@@ -21,8 +21,6 @@ server.  Where it cannot start, the SQLite figures are printed alone, with the r
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,7 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cpu_model, save_result
+from benchmarks import percentiles, save_result
 
 NAME = "store_submit"
 BATCHES, SIZE, RATERS, REPLICAS = 500, 10, 30, 3
@@ -55,10 +53,9 @@ def run(args: argparse.Namespace) -> None:
             figures["postgresql"] = measure(url, submits)
     except Unavailable as reason:
         figures["postgresql"] = {"skipped": str(reason)}
-    machine = f"{cpu_model()}, {os.cpu_count()} cores"
     print(
         f"store: {BATCHES * SIZE:,} STS items in {BATCHES} batches of {SIZE} (one gold each), {RATERS} raters, {REPLICAS} replicas; "
-        f"{submits} submits timed after {WARMUP}; {machine}"
+        f"{submits} submits timed after {WARMUP}"
     )
     for backend, got in figures.items():
         if "skipped" in got:
@@ -71,7 +68,7 @@ def run(args: argparse.Namespace) -> None:
         )
     path = save_result(
         NAME,
-        {"quick": args.quick, "machine": machine, "items": BATCHES * SIZE, "batch_size": SIZE, "submits": submits, **figures},
+        {"quick": args.quick, "items": BATCHES * SIZE, "batch_size": SIZE, "submits": submits, **figures},
     )
     print(f"written to {path}")
 
@@ -104,13 +101,13 @@ def measure(location: str, submits: int) -> dict[str, float]:
             if n >= WARMUP:
                 submitted.append(stored - started)
                 floor.append(time.perf_counter() - stored)
-    p50, floor_p50 = statistics.median(submitted), statistics.median(floor)
+    submit, bare = percentiles(submitted), percentiles(floor)
     return {
-        "submit_p50_ms": p50 * 1000,
-        "submit_p95_ms": percentile(submitted, 0.95) * 1000,
-        "floor_p50_ms": floor_p50 * 1000,
-        "floor_p95_ms": percentile(floor, 0.95) * 1000,
-        "submit_over_floor": p50 / floor_p50,
+        "submit_p50_ms": submit["p50"] * 1000,
+        "submit_p95_ms": submit["p95"] * 1000,
+        "floor_p50_ms": bare["p50"] * 1000,
+        "floor_p95_ms": bare["p95"] * 1000,
+        "submit_over_floor": submit["p50"] / bare["p50"],
     }
 
 
@@ -155,10 +152,6 @@ def tasks() -> list[dict[str, Any]]:
 
 def rater(r: int) -> str:
     return f"rater{r:03d}"
-
-
-def percentile(values: list[float], q: float) -> float:
-    return sorted(values)[round(q * (len(values) - 1))]
 
 
 class Unavailable(RuntimeError):
