@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import socket
 from pathlib import Path
 
 import pyarrow as pa
@@ -125,6 +127,30 @@ def test_serve_flags_are_checked_before_it_starts(
 ):
     argv = ["serve", "--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite"), *flag]
     assert cli.main(argv) == 2 and message in capsys.readouterr().err
+
+
+def test_the_workers_shared_listener_turns_nagle_off_on_its_connections():
+    """``serve --workers N`` hands its workers one listening socket; asyncio turns Nagle's algorithm
+    off on a connection only when that socket says ``IPPROTO_TCP``, which a protocol-0 socket (as
+    uvicorn makes its own) does not: every small reply then waits for the client's delayed ACK."""
+
+    async def nodelay_of_a_connection(listener: socket.socket) -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        async with await asyncio.start_server(on_connect, sock=listener):
+            _, client = await asyncio.open_connection(*listener.getsockname()[:2])
+            value = await asyncio.wait_for(accepted, 10)
+            client.close()
+        return value
+
+    assert asyncio.run(nodelay_of_a_connection(serve.tcp_listener("127.0.0.1", 0))) != 0
+    protocol_zero = socket.socket(socket.AF_INET)
+    protocol_zero.bind(("127.0.0.1", 0))
+    assert asyncio.run(nodelay_of_a_connection(protocol_zero)) == 0
 
 
 def test_a_postgres_database_that_cannot_be_opened_is_one_line_without_its_password(
