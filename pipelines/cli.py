@@ -29,14 +29,37 @@ def port_number(text: str) -> int:
     return port
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _cannot_listen(host: str, port: int, error: OSError) -> InputError:
+    reason = os.strerror(error.errno) if error.errno else str(error)
+    return InputError(f"cannot listen on {host}:{port} ({reason}): choose another --port or --host")
+
+
 def listening(host: str, port: int) -> None:
     """Refuse, as one line, an address this process cannot listen on (a port taken, a host not this machine's)."""
     try:
-        with socket.create_server((host, port)):
+        with socket.create_server((host, port), family=_family(host)):
             pass
     except OSError as error:
-        reason = os.strerror(error.errno) if error.errno else str(error)
-        raise InputError(f"cannot listen on {host}:{port} ({reason}): choose another --port or --host") from None
+        raise _cannot_listen(host, port, error) from None
+
+
+def tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening socket for worker processes to share, made as TCP by name: asyncio turns Nagle's
+    algorithm off only on connections whose socket says ``IPPROTO_TCP``, and uvicorn's own (protocol
+    0) left every small reply of ``serve --workers N`` waiting for the client's delayed ACK (~40 ms)."""
+    listener = socket.socket(_family(host), socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError as error:  # taken since listening() looked, while the tasks loaded
+        listener.close()
+        raise _cannot_listen(host, port, error) from None
+    listener.set_inheritable(True)
+    return listener
 
 
 def usage() -> str:

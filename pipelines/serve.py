@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from crisscross.core.settings import setting
 from crisscross.formats.plan import read_plan
 from crisscross.formats.schema import JudgmentRules
 from crisscross.pipelines.annotate import AnnotateSettings, ceiling_of, replication_of
-from crisscross.pipelines.cli import listening, port_number
+from crisscross.pipelines.cli import listening, port_number, tcp_listener
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import load_params, require
 from crisscross.serve.security import origin_of
@@ -242,22 +241,6 @@ def run_server(argv: list[str]) -> None:
     )
     with tcp_listener(flags.host, flags.port) as shared:
         Multiprocess(config, sockets=[shared]).run()
-
-
-def tcp_listener(host: str, port: int) -> socket.socket:
-    """The listening socket the worker processes share, made as TCP by name: asyncio turns Nagle's
-    algorithm off only on connections whose socket says ``IPPROTO_TCP``, and uvicorn's own (protocol
-    0) left every small reply of ``--workers N`` waiting for the client's delayed ACK (~40 ms)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-    except OSError:
-        listener.close()
-        raise
-    listener.set_inheritable(True)
-    return listener
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,11 @@ The stage's batches are formed from the items by the stage's own functions and t
 here; each forward pass of the encoder (``MICRO_BATCH`` images, independent of the others) is then
 encoded on one kernel thread, as the stage does, in ``--parts`` processes started under
 ``qemu-x86_64 -cpu EPYC-Rome`` (about 2.5 minutes a pass of 4 images per core of an Intel Xeon:
-the demo's 97 images took 32 minutes on 2 cores and gave the committed ``build/embeddings``). ``--cpu native`` starts the same processes
-without emulation, which must give the stage's own bytes back (``tests/tools``).
+the demo's 97 images took 32 minutes on 2 cores and gave the committed ``build/embeddings``).
+``--cpu native`` starts the same processes without emulation, which must give the stage's own bytes
+back (``tests/tools``). The batch size and kernel threads are ``--params``' ``embed`` section's.
+Every decoded image is held in memory and handed to the workers whole: it is made for builds of the
+demo's size, the ones whose outputs a ``dvc.lock`` commits.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 
 import crisscross  # noqa: F401  (the numeric policy, before numpy's kernels load)
 from crisscross.core import io
-from crisscross.core.errors import InputError
+from crisscross.core.errors import InputError, UserError
 from crisscross.embed.encoders.base import IMAGE
 
 NATIVE = "native"
@@ -61,17 +64,18 @@ def forward_passes(items: str, spec: str, batch_size: int, root: str) -> list[tu
     stage's buckets, sort and cut, through ``encode_batch``), each cut into the encoder's passes."""
     import pyarrow.parquet as pq
 
-    from crisscross.beam.embed import BUCKET_ITEMS, batches_of, build_encoder, encode_batch, items_of, split_by_bucket
+    from crisscross.beam.embed import batches_of, bucket_count, build_encoder, encode_batch, items_of, split_by_bucket
     from crisscross.embed.encoders.image import MICRO_BATCH
 
     encoder = HandedBatches(build_encoder(spec, IMAGE))
     table, _ = items_of(pq.read_table(io.join(items, "images.parquet")), IMAGE, encoder.needs_payload)
-    buckets: dict[int, list[Any]] = {}
-    for bucket, rows in split_by_bucket(table, -(-len(table) // BUCKET_ITEMS) or 1):
-        buckets.setdefault(bucket, []).append(rows)
-    for bucket in sorted(buckets):
-        for batch in batches_of(buckets[bucket], batch_size):
-            encode_batch(encoder, batch, spec, IMAGE, root)  # type: ignore[arg-type]
+    for _, rows in split_by_bucket(table, bucket_count(len(table))):  # the whole table: one part per bucket
+        for batch in batches_of([rows], batch_size):
+            unreadable = encode_batch(encoder, batch, spec, IMAGE, root).unreadable  # type: ignore[arg-type]
+            if unreadable:  # the stage read them, or its output would not hold them: the wrong --root
+                raise InputError(
+                    f"cannot read image {unreadable[0].source} from {os.path.abspath(root)}: give the folder ingest ran in as --root"
+                )
     return [
         (ids[start : start + MICRO_BATCH], pixels[start : start + MICRO_BATCH])
         for ids, pixels in encoder.handed
@@ -109,13 +113,24 @@ def emulated_vectors(passes: list, spec: str, cpu: str, parts: int, qemu: str) -
                 pickle.dump(passes[number::parts], handle)
             command = [sys.executable, __file__, "--encode-part", str(part), "--encoder", spec]
             workers.append((part, subprocess.Popen(command if cpu == NATIVE else [qemu, "-cpu", cpu, *command])))
+        running: list[subprocess.Popen[bytes]] = []
+        try:
+            while running := [worker for _, worker in workers if worker.poll() is None]:
+                if any(worker.returncode for _, worker in workers):
+                    break  # one failed: the others' half hour would be for nothing
+                time.sleep(1.0)
+        finally:
+            for worker in running:
+                worker.kill()
         failed = [part.stem for part, worker in workers if worker.wait() != 0]
         if failed:
-            raise InputError(f"the encoding workers {', '.join(failed)} failed (their errors are above)")
+            raise InputError(f"the encoding workers {', '.join(failed)} failed or were stopped (their errors are above)")
         vectors: dict[str, np.ndarray] = {}
         for part, _ in workers:
             with part.with_suffix(".out").open("rb") as handle:
                 vectors.update(pickle.load(handle))
+        if bad := sorted(i for i, row in vectors.items() if not np.isfinite(row).all()):
+            raise InputError(f"the emulated {spec} gave image {bad[0]} a vector that is not finite ({len(bad)} images): nothing written")
         return vectors
 
 
@@ -145,7 +160,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--items", help="the items folder embed read")
     parser.add_argument("--root", default=".", help="the folder ingest ran in (image paths are relative to it)")
     parser.add_argument("--encoder", default="efficientnet-lite0")
-    parser.add_argument("--batch-size", type=int, default=64, help="embed.batch_size")
+    parser.add_argument("--params", default="params.yaml", help="the params file embed ran with")
     parser.add_argument("--cpu", default="EPYC-Rome", help=f"qemu's CPU model, or {NATIVE} for none")
     parser.add_argument("--parts", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--qemu", default="qemu-x86_64")
@@ -156,13 +171,23 @@ def main(argv: list[str]) -> int:
         return 0
     if not flags.embeddings or not flags.items:
         parser.error("give the embed output folder and --items")
+    if flags.parts < 1:
+        raise InputError(f"--parts must be at least 1, got {flags.parts}")
     if flags.cpu != NATIVE and shutil.which(flags.qemu) is None:
         raise InputError(f"{flags.qemu} is not installed: apt-get install qemu-user (or pass --qemu PATH)")
+    from crisscross.pipelines.embed import EmbedSettings
+    from crisscross.pipelines.stage import load_params
+
+    settings, _ = load_params(flags.params, "embed", EmbedSettings)
+    if settings.threads != 1:
+        raise InputError(
+            f"{flags.params}: embed.threads is {settings.threads}: the vectors then follow the core count, which no emulated CPU reproduces"
+        )
     started = time.monotonic()
-    passes = forward_passes(flags.items, flags.encoder, flags.batch_size, flags.root)
+    passes = forward_passes(flags.items, flags.encoder, settings.batch_size, flags.root)
     folder, ids = image_set(flags.embeddings, flags.encoder, [i for pass_ids, _ in passes for i in pass_ids])
     print(f"{flags.encoder}: {len(passes)} forward passes of {len(ids)} images, on {flags.parts} processes ({flags.cpu})", flush=True)
-    vectors = emulated_vectors(passes, flags.encoder, flags.cpu, max(1, flags.parts), flags.qemu)
+    vectors = emulated_vectors(passes, flags.encoder, flags.cpu, flags.parts, flags.qemu)
     changed, largest = replace_vectors(folder, ids, vectors)
     print(f"{flags.encoder}: {changed} of {len(vectors)} rows changed (at most {largest:.3g}) in {time.monotonic() - started:.0f} s")
     return 0
@@ -171,7 +196,7 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         code = main(sys.argv[1:])
-    except (InputError, OSError) as error:  # a file that is not there, or not the stage's: one line
+    except (UserError, OSError) as error:  # a file or param that is not there, or not the stage's: one line
         print(f"error: {error}", file=sys.stderr)
         code = 2
     sys.stdout.flush()

@@ -78,6 +78,12 @@ class Skipped:
     reason: str  # "no-pixels" | "not-covered"
 
 
+def bucket_count(encodable: int) -> int:
+    """Buckets only make batching deterministic (the batches are reshuffled afterwards), so they are
+    large: few partial batches, and a bucket still fits a worker's memory."""
+    return -(-encodable // BUCKET_ITEMS) or 1
+
+
 def bucket_of(item_id: str, n_buckets: int) -> int:
     """A stable bucket (crc32, not Python's salted ``hash``)."""
     return zlib.crc32(item_id.encode()) % n_buckets
@@ -407,9 +413,7 @@ class EmbedItems(beam.PTransform):
 
     def expand(self, tables: beam.PCollection) -> EmbedOutputs:
         spec, modality, batch_size = self._spec, self._modality, self._batch_size
-        # Buckets only make batching deterministic (the batches are reshuffled afterwards), so
-        # they are large: few partial batches, and a bucket still fits a worker's memory.
-        n_buckets = -(-self._meta["encodable"] // BUCKET_ITEMS) or 1
+        n_buckets = bucket_count(self._meta["encodable"])
         split = tables | "Bucket" >> beam.FlatMap(_to_buckets(spec, modality, self._meta["needs_payload"], n_buckets)).with_outputs(
             SKIPPED, main="buckets"
         )

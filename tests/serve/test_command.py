@@ -13,7 +13,7 @@ import pytest
 from crisscross.annotate.store import Answer, Store, token_hash
 from crisscross.pipelines import cli, serve
 from tests.scratch_postgres import Server
-from tests.serve.round import RoundFiles, query, token_holder
+from tests.serve.round import RoundFiles, free_port, query, token_holder
 
 NOW = 1_800_000_000.0
 
@@ -147,10 +147,30 @@ def test_the_workers_shared_listener_turns_nagle_off_on_its_connections():
             client.close()
         return value
 
-    assert asyncio.run(nodelay_of_a_connection(serve.tcp_listener("127.0.0.1", 0))) != 0
+    assert asyncio.run(nodelay_of_a_connection(cli.tcp_listener("127.0.0.1", 0))) != 0
     protocol_zero = socket.socket(socket.AF_INET)
     protocol_zero.bind(("127.0.0.1", 0))
     assert asyncio.run(nodelay_of_a_connection(protocol_zero)) == 0
+
+
+def test_serve_hands_its_workers_a_tcp_socket(tmp_path: Path, round_files: RoundFiles, monkeypatch: pytest.MonkeyPatch):
+    import uvicorn.supervisors
+
+    handed: list[tuple[int, int, int]] = []
+
+    class Supervisor:  # uvicorn's, recording the sockets instead of starting worker processes
+        def __init__(self, config: object, sockets: list[socket.socket]) -> None:
+            handed.extend((s.family, s.proto, s.getsockname()[1]) for s in sockets)
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr(uvicorn.supervisors, "Multiprocess", Supervisor)
+    monkeypatch.setenv(serve.SERVE_ARGS, "")  # what run_server sets for its workers, undone after the test
+    port = free_port()
+    argv = ["--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite")]
+    serve.run_server([*argv, "--workers", "2", "--port", str(port)])
+    assert handed == [(socket.AF_INET, socket.IPPROTO_TCP, port)]
 
 
 def test_a_postgres_database_that_cannot_be_opened_is_one_line_without_its_password(

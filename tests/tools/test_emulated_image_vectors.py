@@ -14,11 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "emulated_image_vectors.py"
+PROJECT = Path(__file__).resolve().parents[2]
+TOOL = PROJECT / "tools" / "emulated_image_vectors.py"
 
 
-def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True, check=False)
+def run_tool(*args: str, params: Path = PROJECT / "params.yaml") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(TOOL), *args, "--params", str(params)], capture_output=True, text=True, check=False)
 
 
 def test_without_emulation_it_writes_the_stage_s_own_vectors_back(demo_chain: Path, tmp_path: Path) -> None:
@@ -33,7 +34,7 @@ def test_without_emulation_it_writes_the_stage_s_own_vectors_back(demo_chain: Pa
     assert "efficientnet-lite0: 25 forward passes of 97 images" in run.stdout and "97 of 97 rows changed" in run.stdout
 
 
-def test_an_output_of_other_items_or_no_emulator_is_one_line(demo_chain: Path, tmp_path: Path) -> None:
+def test_an_output_of_other_items_no_emulator_or_threads_by_core_count_are_one_line(demo_chain: Path, tmp_path: Path) -> None:
     items = str(demo_chain / "items")
     missing = run_tool(str(demo_chain / "embeddings"), "--items", items, "--qemu", str(tmp_path / "no-qemu"))
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
@@ -50,3 +51,9 @@ def test_an_output_of_other_items_or_no_emulator_is_one_line(demo_chain: Path, t
     assert (
         wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1 and "holds other images than the items give" in wrong.stderr
     )
+    by_cores = tmp_path / "params.yaml"
+    by_cores.write_text((PROJECT / "params.yaml").read_text().replace("  threads: 1 ", "  threads: 0 ", 1))
+    cores = run_tool(str(demo_chain / "embeddings"), "--items", items, "--cpu", "native", params=by_cores)
+    assert cores.returncode == 2 and cores.stderr.strip().splitlines() == [
+        f"error: {by_cores}: embed.threads is 0: the vectors then follow the core count, which no emulated CPU reproduces"
+    ]
