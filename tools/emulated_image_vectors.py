@@ -39,6 +39,7 @@ import crisscross  # noqa: F401  (the numeric policy, before numpy's kernels loa
 from crisscross.core import io
 from crisscross.core.errors import InputError, UserError
 from crisscross.embed.encoders.base import IMAGE
+from crisscross.embed.sets import IMAGES, EmbeddingSet, row_problems, set_dir
 
 NATIVE = "native"
 
@@ -129,29 +130,28 @@ def emulated_vectors(passes: list, spec: str, cpu: str, parts: int, qemu: str) -
         for part, _ in workers:
             with part.with_suffix(".out").open("rb") as handle:
                 vectors.update(pickle.load(handle))
-        if bad := sorted(i for i, row in vectors.items() if not np.isfinite(row).all()):
-            raise InputError(f"the emulated {spec} gave image {bad[0]} a vector that is not finite ({len(bad)} images): nothing written")
         return vectors
 
 
-def image_set(embeddings: str, spec: str, images: list[str]) -> tuple[str, list[str]]:
-    """The embed output's folder of ``spec``'s image vectors and its rows' ids, which must be
-    ``images``."""
-    from crisscross.embed.sets import encoder_slug
-
-    folder = io.join(embeddings, IMAGE, encoder_slug(spec), "images")
-    ids = io.read_parquet(io.join(folder, "ids.parquet")).column(0).to_pylist()
-    if sorted(ids) != sorted(images):
-        raise InputError(f"{folder} holds other images than the items give {spec} ({len(ids)} against {len(images)}): rebuild embed first")
-    return folder, ids
+def image_set(embeddings: str, spec: str, images: list[str]) -> EmbeddingSet:
+    """The embed output's set of ``spec``'s image vectors, which must hold ``images``."""
+    built = EmbeddingSet.read(set_dir(embeddings, IMAGE, spec, IMAGES), mmap=False)
+    if sorted(built.ids) != sorted(images):
+        raise InputError(
+            f"the embed output {embeddings} holds other images than the items give {spec} ({len(built.ids)} against {len(images)}): rebuild embed first"
+        )
+    return built
 
 
-def replace_vectors(folder: str, ids: list[str], vectors: dict[str, np.ndarray]) -> tuple[int, float]:
-    """``vectors`` written over the set's, in its rows' order; the rows that changed and the largest change."""
-    built = np.load(io.join(folder, "vectors.npy"))
-    new = np.stack([vectors[i] for i in ids]).astype(built.dtype)
-    io.write_npy(io.join(folder, "vectors.npy"), new)
-    return int((new != built).any(axis=1).sum()), float(np.abs(new - built).max(initial=0.0))
+def replace_vectors(embeddings: str, spec: str, built: EmbeddingSet, vectors: dict[str, np.ndarray]) -> tuple[int, float]:
+    """``vectors`` written over the set's, in its rows' order, unless a row is one the stage would
+    refuse; the rows that changed and the largest change."""
+    new = np.stack([vectors[i] for i in built.ids]).astype(built.vectors.dtype)
+    problems = row_problems(new, built.dim)
+    if bad := [(i, problem) for i, problem in zip(built.ids, problems, strict=True) if problem]:
+        raise InputError(f"the emulated {spec} gave image {bad[0][0]} a {bad[0][1]} row ({len(bad)} images): nothing written")
+    io.write_npy(io.join(set_dir(embeddings, IMAGE, spec, IMAGES), "vectors.npy"), new)
+    return int((new != built.vectors).any(axis=1).sum()), float(np.abs(new - built.vectors).max(initial=0.0))
 
 
 def main(argv: list[str]) -> int:
@@ -185,10 +185,10 @@ def main(argv: list[str]) -> int:
         )
     started = time.monotonic()
     passes = forward_passes(flags.items, flags.encoder, settings.batch_size, flags.root)
-    folder, ids = image_set(flags.embeddings, flags.encoder, [i for pass_ids, _ in passes for i in pass_ids])
-    print(f"{flags.encoder}: {len(passes)} forward passes of {len(ids)} images, on {flags.parts} processes ({flags.cpu})", flush=True)
+    built = image_set(flags.embeddings, flags.encoder, [i for pass_ids, _ in passes for i in pass_ids])
+    print(f"{flags.encoder}: {len(passes)} forward passes of {len(built.ids)} images, on {flags.parts} processes ({flags.cpu})", flush=True)
     vectors = emulated_vectors(passes, flags.encoder, flags.cpu, flags.parts, flags.qemu)
-    changed, largest = replace_vectors(folder, ids, vectors)
+    changed, largest = replace_vectors(flags.embeddings, flags.encoder, built, vectors)
     print(f"{flags.encoder}: {changed} of {len(vectors)} rows changed (at most {largest:.3g}) in {time.monotonic() - started:.0f} s")
     return 0
 

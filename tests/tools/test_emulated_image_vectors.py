@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+from crisscross.embed.sets import EmbeddingSet
 
 PROJECT = Path(__file__).resolve().parents[2]
 TOOL = PROJECT / "tools" / "emulated_image_vectors.py"
@@ -41,12 +41,10 @@ def test_an_output_of_other_items_no_emulator_or_threads_by_core_count_are_one_l
         f"error: {tmp_path / 'no-qemu'} is not installed: apt-get install qemu-user (or pass --qemu PATH)"
     ]
     other = tmp_path / "embeddings"
-    (other / "image" / "efficientnet-lite0" / "images").mkdir(parents=True)
-    shutil.copy(
-        demo_chain / "embeddings" / "image" / "efficientnet-lite0" / "images" / "vectors.npy",
-        other / "image" / "efficientnet-lite0" / "images",
+    two = EmbeddingSet.read(demo_chain / "embeddings" / "image" / "efficientnet-lite0" / "images")
+    EmbeddingSet(ids=two.ids[:2], vectors=np.asarray(two.vectors[:2]), meta=two.meta).write(
+        str(other / "image" / "efficientnet-lite0" / "images")
     )
-    pq.write_table(pa.table({"id": ["1", "2"]}), other / "image" / "efficientnet-lite0" / "images" / "ids.parquet")
     wrong = run_tool(str(other), "--items", items, "--cpu", "native", "--parts", "1")
     assert (
         wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1 and "holds other images than the items give" in wrong.stderr
