@@ -16,13 +16,16 @@ the core-seconds the README's "Running on a cluster" costing divides among worke
 must write the same bytes (every file but the timing reports), or the run fails after writing
 the JSON.
 
-**The encoders alone** are the floor a build cannot go below: in a fresh interpreter under
-``CRISSCROSS_NUMERICS=native`` (each library's fastest kernels, every core; see
-:mod:`benchmarks.numeric_policy`), each text encoder of the build, loaded and warmed first, encodes
-every caption the build kept in the embed stage's batches, once right after the one-worker ingest
-and once after both builds; the faster sum is the floor.  ``build / encoders`` is the one-worker
-build over it (goal ≤ 1.5 at full size); the table's ``beyond`` column says where the rest goes:
-each stage's time, less the encoders' for embed.
+**The encoders alone** are the floor a build cannot go below: in a fresh interpreter, each text
+encoder of the build, loaded and warmed first, encodes every caption the build kept in the embed
+stage's batches, in two ways: under ``CRISSCROSS_NUMERICS=native`` in one lane whose kernels use
+every core (each library's fastest kernels; see :mod:`benchmarks.numeric_policy`), and under the
+policy in one lane per core, each on one kernel thread, as the embed stage encodes
+(:class:`~crisscross.embed.lanes.Lanes`).  Both ways run right after the one-worker ingest, and the
+one that was faster runs again after both builds; each encoder's floor is its fastest time, and
+the floors are summed.  ``build / encoders`` is the one-worker build over it (goal ≤ 1.5 at full
+size); the table's ``beyond`` column says where the rest goes: each stage's time, less the
+encoders' for embed.
 """
 
 from __future__ import annotations
@@ -77,37 +80,58 @@ def scale_params(path: Path) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def encoders_alone(captions_path: str, batch_size: int) -> dict[str, float]:
+def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str, float]:
     """Seconds each of :data:`TEXT_ENCODERS` takes to encode every caption of ``captions_path``
     (an ingest output) in batches of ``batch_size``, in this process as its environment chose the
-    kernels; model loading and a first batch are left out."""
+    kernels: in one lane whose kernels use every core, or (``lanes``) in one lane per core with one
+    kernel thread each, as the embed stage runs them; model loading and a first batch are left out."""
     import crisscross  # noqa: F401, I001  (first: the policy, unless CRISSCROSS_NUMERICS=native)
     import pyarrow.parquet as pq
 
     from crisscross.embed.encoders import TEXT_ENCODERS as REGISTRY
+    from crisscross.embed.lanes import Lanes
 
     table = pq.read_table(captions_path, columns=["caption_id", "text"])
     ids, texts = table["caption_id"].to_pylist(), table["text"].to_pylist()
+    cores = os.cpu_count() or 1
     seconds = {}
     for spec in TEXT_ENCODERS:
-        encoder = REGISTRY.create(spec)
-        encoder.use_threads(os.cpu_count() or 1)
-        encoder.load()
-        encoder.encode(ids[:batch_size], texts[:batch_size])
+        encoders = [REGISTRY.create(spec) for _ in range(cores if lanes else 1)]
+        for encoder in encoders:
+            encoder.use_threads(1 if lanes else cores)
+            encoder.load()
+            encoder.encode(ids[:batch_size], texts[:batch_size])
+        pool = Lanes(encoders)
         started = time.perf_counter()
-        for start in range(0, len(ids), batch_size):
-            encoder.encode(ids[start : start + batch_size], texts[start : start + batch_size])
+        for _ in pool.map(
+            lambda encoder, start: encoder.encode(ids[start : start + batch_size], texts[start : start + batch_size]),
+            range(0, len(ids), batch_size),
+        ):
+            pass
         seconds[spec] = time.perf_counter() - started
     return seconds
 
 
-def spawn_encoders_alone(build: Path, params: Path) -> dict[str, float]:
-    """:func:`encoders_alone` on ``build``'s captions at native speed, in a fresh interpreter."""
+# How the encoders alone run: the kernels' environment (benchmarks.numeric_policy) and whether in lanes.
+ALONE_WAYS = {"native, one lane": ("native", False), "policy, a lane per core": ("policy", True)}
+
+
+def spawn_encoders_alone(build: Path, params: Path, way: str) -> dict[str, float]:
+    """:func:`encoders_alone` on ``build``'s captions one of the :data:`ALONE_WAYS`, in a fresh interpreter."""
+    mode, lanes = ALONE_WAYS[way]
     batch = str(read_params(str(params))["embed"]["batch_size"])
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.coco_scale", "--encoders-alone", str(build / "items" / "captions.parquet"), batch],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.coco_scale",
+            "--encoders-alone",
+            str(build / "items" / "captions.parquet"),
+            batch,
+            str(int(lanes)),
+        ],
         cwd=ROOT,
-        env=mode_env("native"),
+        env=mode_env(mode),
         check=True,
         capture_output=True,
         text=True,
@@ -180,7 +204,7 @@ def run(args: argparse.Namespace) -> None:
         scale_params(params)
         rows: list[dict[str, Any]] = []
         sums: dict[int, dict[str, str]] = {}
-        alone: list[dict[str, float]] = []
+        alone: list[dict[str, Any]] = []
         for workers, flags in WORKER_FLAGS.items():
             build = work / f"build-{workers}w"
             for stage, command in stages(build, source / "captions.jsonl"):
@@ -189,28 +213,38 @@ def run(args: argparse.Namespace) -> None:
                 rows.append({"stage": stage, "workers": workers, "seconds": seconds, "peak_rss_mib": peak_mib})
                 print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
                 if (workers, stage) == (1, "ingest"):
-                    alone.append(timed_encoders_alone(work / "build-1w", params, "before the builds' embed"))
+                    alone += timed_encoders_alone(work / "build-1w", params, "before the builds' embed", list(ALONE_WAYS))
             sums[workers] = digests(build)
         sizes = counts(work / "build-1w")
-        alone.append(timed_encoders_alone(work / "build-1w", params, "after both builds"))
+        faster = min(alone, key=lambda timing: sum(timing["seconds"].values()))["way"]
+        alone += timed_encoders_alone(work / "build-1w", params, "after both builds", [faster])
     report(rows, sizes, sums, alone, args.quick)
 
 
-def timed_encoders_alone(build: Path, params: Path, when: str) -> dict[str, float]:
-    """:func:`spawn_encoders_alone`, printed.  It runs twice, bracketing the builds, and the floor is
-    the faster of the two: a shared machine's speed drifts over half an hour (one run found the
-    encoders 30% slower at its end than at its start), and the floor must not be a slow moment."""
-    seconds = spawn_encoders_alone(build, params)
-    print(f"encoders alone, native, {when}: {', '.join(f'{spec} {s:.1f} s' for spec, s in seconds.items())}", flush=True)
-    return seconds
+def timed_encoders_alone(build: Path, params: Path, when: str, ways: list[str]) -> list[dict[str, Any]]:
+    """:func:`spawn_encoders_alone` each of ``ways``, printed.  The faster way runs again after the
+    builds, and each encoder's floor is its fastest time: a shared machine's speed drifts over half
+    an hour (one run found the encoders 30% slower at its end than at its start), and the floor
+    must not be a slow moment, nor a slow way: which way is faster depends on the machine."""
+    timings = []
+    for way in ways:
+        seconds = spawn_encoders_alone(build, params, way)
+        print(f"encoders alone, {way}, {when}: {', '.join(f'{spec} {s:.1f} s' for spec, s in seconds.items())}", flush=True)
+        timings.append({"way": way, "when": when, "seconds": seconds})
+    return timings
+
+
+def encoders_floor(alone: list[dict[str, Any]]) -> float:
+    """The sum over encoders of each one's fastest time among the ``alone`` timings."""
+    return sum(min(timing["seconds"][spec] for timing in alone) for spec in TEXT_ENCODERS)
 
 
 def report(
-    rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], alone: list[dict[str, float]], quick: bool
+    rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], alone: list[dict[str, Any]], quick: bool
 ) -> None:
     one = {r["stage"]: r for r in rows if r["workers"] == 1}
     two = {r["stage"]: r for r in rows if r["workers"] == 2}
-    encoding = min(sum(seconds.values()) for seconds in alone)
+    encoding = encoders_floor(alone)
     print(
         f"\n{sizes['images']:,} images, {sizes['captions']:,} captions → {sizes['candidates']:,} candidates, {sizes['task_items']:,} task items"
     )
@@ -226,8 +260,8 @@ def report(
     peak = {w: max(r["peak_rss_mib"] for r in rows if r["workers"] == w) / 1024 for w in WORKER_FLAGS}
     print(f"{'build':<11}{total[1]:8.1f}{total[1] - encoding:8.1f}{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}")
     print(
-        f"one-worker build / the encoders alone at native speed ({encoding:.1f} s, the faster of "
-        f"{' and '.join(f'{sum(seconds.values()):.1f}' for seconds in alone)}): {total[1] / encoding:.2f} (goal ≤ {ENCODERS_GOAL} at full size)"
+        f"one-worker build / the encoders alone ({encoding:.1f} s, each encoder's fastest of "
+        f"{len(alone)} timings): {total[1] / encoding:.2f} (goal ≤ {ENCODERS_GOAL} at full size)"
     )
     differing = sorted(k for k in sums[1].keys() | sums[2].keys() if sums[1].get(k) != sums[2].get(k))
     print(f"outputs of 1 and 2 workers: {len(sums[1])} files, {len(differing)} differ{': ' + ', '.join(differing) if differing else ''}")
@@ -241,7 +275,7 @@ def report(
             "total_seconds": total,
             "peak_rss_gb": peak,
             "differing_outputs": differing,
-            "encoders_alone_seconds": alone,  # before the builds' embed, after both builds
+            "encoders_alone": alone,  # each way before the builds' embed, the faster again after both builds
             "encoders_floor_seconds": encoding,
             "build_over_encoders": total[1] / encoding,
         },
@@ -252,5 +286,5 @@ def report(
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--encoders-alone":
-        print(json.dumps(encoders_alone(sys.argv[2], int(sys.argv[3]))), flush=True)
+    if len(sys.argv) == 5 and sys.argv[1] == "--encoders-alone":
+        print(json.dumps(encoders_alone(sys.argv[2], int(sys.argv[3]), bool(int(sys.argv[4])))), flush=True)
