@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from crisscross.beam.common import gather, unpacking
 from crisscross.beam.ingest import IngestItems
@@ -19,6 +20,8 @@ from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_t
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, worker_processes, write_quarantine
+
+REMOTE_READ_PARTS = 8  # parts of a line source on a runner whose workers the command does not count
 
 STAGE = Stage(name="ingest", order=10, description="source dataset → canonical images/captions tables + quarantine")
 
@@ -41,12 +44,21 @@ def main(argv: list[str]) -> dict[str, Any]:
     return run_stage(stage, build, report)
 
 
+def read_parts(beam_args: list[str]) -> int:
+    """How many parts a line source is read in: one per local worker process (one in process, where
+    there is nothing to share), :data:`REMOTE_READ_PARTS` on a runner the flags name."""
+    if PipelineOptions(beam_args).view_as(StandardOptions).runner is not None:
+        return REMOTE_READ_PARTS
+    return worker_processes(beam_args)
+
+
 def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     settings: IngestSettings = stage.settings
     reader = READERS.create(settings.reader, **settings.reader_options)
     images_dir = stage.flags.images or None
     processes = worker_processes(stage.beam_args)
-    ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root, processes=processes)
+    parts = read_parts(stage.beam_args)
+    ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root, processes=processes, parts=parts)
     outputs = pipeline | "Ingest" >> ingest
     for name, batches, to_table, schema in (
         ("images", outputs.images, images_table, IMAGES_SCHEMA),

@@ -7,6 +7,11 @@ captions) → look up image files.  Every rejected record leaves through the ``r
 nothing is dropped.  An image refused for its path is refused before the join, so its captions
 are rejected as ``unknown-image``, like the captions of any image the source did not give usably.
 
+A source a :class:`LineReader` reads (JSON Lines) is read in ``parts``, each on whichever worker
+the runner gives it; the parts' image sightings meet by image-id shard, where each image is
+settled from its first row in the file (``settle_image``), and the rare part whose own first row
+of an image contradicts the file's is read again for it.  The records are those of one reading.
+
 Elements are batches of records, and the two shuffles move per-shard batches (``common.by_shard``:
 records keyed by a stable hash of the id the step groups on), so a collection the size of all of MS-COCO costs a few
 thousand Beam elements rather than a few million; the library functions see one shard at a time.
@@ -23,6 +28,7 @@ import apache_beam as beam
 
 from crisscross.beam.common import REJECTED, by_shard, default_threads, route, unpacked
 from crisscross.core.quarantine import Rejected
+from crisscross.ingest.readers import ImageSighting, LineReader, settle_image
 from crisscross.ingest.records import CaptionRecord, ImageRecord
 from crisscross.ingest.validate import (
     DEFAULT_MAX_TEXT_LENGTH,
@@ -44,11 +50,11 @@ class IngestOutputs(NamedTuple):
     rejected: beam.PCollection  # Rejected
 
 
-def _batches(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
-    """The reader's records in lists of ``size``, logging the count every ten lists."""
+def _batches(records: Iterable[Any], path: str, size: int) -> Iterator[list[Any]]:
+    """Records read from ``path`` in lists of ``size``, logging the count every ten lists."""
     batch: list[Any] = []
     read = 0
-    for record in reader.read(path):
+    for record in records:
         batch.append(record)
         if len(batch) == size:
             read += len(batch)
@@ -58,6 +64,50 @@ def _batches(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
             batch = []
     if batch:
         yield batch
+
+
+def _read(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
+    """The whole source, in batches."""
+    return _batches(reader.read(path), path, size)
+
+
+def _read_part(part: int, reader: LineReader, path: str, parts: int, size: int) -> Iterator[Any]:
+    """One part of a line source: its records in batches, then its image sightings keyed by image-id shard (tag ``sightings``)."""
+    sightings: list[ImageSighting] = []
+
+    def records() -> Iterator[Any]:
+        for item in reader.read_part(path, part, parts):
+            if isinstance(item, ImageSighting):
+                sightings.append(item)
+            else:
+                yield item
+
+    yield from _batches(records(), f"{path} (part {part + 1} of {parts})", size)
+    for keyed in by_shard(sightings, lambda sighting: sighting.image.image_id):
+        yield beam.pvalue.TaggedOutput("sightings", keyed)
+
+
+def _settle(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
+    """One image-id shard's sightings: each image's record as one batch, the rows contradicting
+    it, and ``(part, record)`` for each part to read again for it (tag ``again``)."""
+    by_image: dict[str, list[ImageSighting]] = {}
+    for sighting in (s for part in keyed[1] for s in unpacked(part)):
+        by_image.setdefault(sighting.image.image_id, []).append(sighting)
+    images = []
+    for sightings in by_image.values():
+        first, rejected, again = settle_image(sightings)
+        images.append(first)
+        yield from rejected
+        for part in again:
+            yield beam.pvalue.TaggedOutput("again", (part, first))
+    if images:
+        yield images
+
+
+def _read_again(keyed: tuple[int, Iterable[ImageRecord]], reader: LineReader, path: str, parts: int) -> Iterator[Rejected]:
+    """A part read again for the images whose first row in it contradicts their first in the file."""
+    part, firsts = keyed
+    return reader.contradictions(path, part, parts, {first.image_id: first for first in firsts})
 
 
 def _check(batch: list[Any], images_dir: str | None, max_text_length: int, root: str | None) -> Iterator[Any]:
@@ -120,7 +170,8 @@ class CheckFiles(beam.DoFn):
 class IngestItems(beam.PTransform):
     """Read ``path`` with ``reader`` and validate; ``images_dir`` (optional) holds the image files;
     captions longer than ``max_text_length`` characters are rejected; ``batch`` records per element.
-    Image paths are recorded relative to ``root`` when given (the launching directory)."""
+    Image paths are recorded relative to ``root`` when given (the launching directory).  A
+    :class:`LineReader`'s source is read in ``parts``; ``processes`` worker processes share a machine."""
 
     def __init__(
         self,
@@ -131,6 +182,7 @@ class IngestItems(beam.PTransform):
         batch: int = BATCH,
         root: str | None = None,
         processes: int = 1,
+        parts: int = 1,
     ) -> None:
         super().__init__()
         self._batch = batch
@@ -140,9 +192,10 @@ class IngestItems(beam.PTransform):
         self._max_text_length = max_text_length
         self._root = root
         self._processes = processes
+        self._parts = parts if isinstance(reader, LineReader) else 1
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> IngestOutputs:
-        batches = pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_batches, self._reader, self._batch)
+        batches, settling = self._read(pbegin)
         checked = route(
             "Check",
             batches,
@@ -162,5 +215,28 @@ class IngestItems(beam.PTransform):
             | "SpreadFileChecks" >> beam.Reshuffle()
             | "CheckFiles" >> beam.ParDo(CheckFiles(self._images_dir, self._root, self._processes))
         )
-        rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED]) | "AllRejected" >> beam.Flatten()
+        rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED], *settling) | "AllRejected" >> beam.Flatten()
         return IngestOutputs(images=images, captions=joined.kept, rejected=rejected)
+
+    def _read(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, tuple[beam.PCollection, ...]]:
+        """Batches of the source's records, and the rejects of settling its parts' images (none when read whole)."""
+        if self._parts == 1:
+            return pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_read, self._reader, self._batch), ()
+        read = (
+            pbegin
+            | "Parts" >> beam.Create(range(self._parts))
+            | "SpreadParts" >> beam.Reshuffle()
+            | "ReadParts"
+            >> beam.ParDo(_read_part, self._reader, self._path, self._parts, self._batch).with_outputs("sightings", main="batches")
+        )
+        settled = route("SettleImages", read.sightings | "GroupSightings" >> beam.GroupByKey(), STAGE, _settle, many=True, tags=("again",))
+        _, contradicting = route(
+            "ReadAgain",
+            settled.again | "GroupByPart" >> beam.GroupByKey(),
+            STAGE,
+            _read_again,
+            many=True,
+            args=(self._reader, self._path, self._parts),
+        )
+        batches = (read.batches, settled.kept) | "RecordsAndImages" >> beam.Flatten()
+        return batches, (settled[REJECTED], contradicting)

@@ -29,6 +29,14 @@ What every reader guarantees, so nothing is lost between the source and the quar
 
 Line and row formats repeat an image on every caption row; readers emit each image once, from
 its first row.  Duplicate ids are not resolved here: validation keeps the first of them.
+
+A :class:`LineReader` (every record from one line) can also read its file in parts, so several
+workers share one file: part ``p`` of ``n`` parses the lines of every ``n``-th block of
+:data:`PART_LINES` lines.  A part cannot know an image's first row in the whole file, so it gives
+each image as an :class:`ImageSighting`; :func:`settle_image` makes of an image's sightings
+exactly the records and rejects the whole file gives, naming the parts to read again
+(:meth:`LineReader.contradictions`) in the rare case a part's first row of an image itself
+contradicts the file's.
 """
 
 from __future__ import annotations
@@ -126,11 +134,22 @@ def _open(path: str) -> IO[bytes]:
         raise SourceFileError(f"cannot open input file {path}: {one_line(e)}") from e
 
 
-def _decoded_lines(path: str) -> Iterator[tuple[int, str] | Rejected]:
-    """``(line number, text)`` per line; a line that is not UTF-8 becomes a ``bad-encoding`` reject."""
-    name = _file_name(path)
+PART_LINES = 4096  # lines per block of a part (LineReader.read_part): parts share the file evenly, an image's rows stay together
+
+
+def _owned(part: int, parts: int) -> Callable[[int], bool]:
+    """Whether a (1-based) line belongs to part ``part`` of ``parts``: every ``parts``-th block of :data:`PART_LINES`."""
+    return lambda number: parts == 1 or (number - 1) // PART_LINES % parts == part
+
+
+def _decoded_lines(path: str, part: int = 0, parts: int = 1) -> Iterator[tuple[int, str] | Rejected]:
+    """``(line number, text)`` per line of the part (:func:`_owned`); a line that is not UTF-8
+    becomes a ``bad-encoding`` reject."""
+    name, owned = _file_name(path), _owned(part, parts)
     with _open(path) as handle:
         for number, raw in enumerate(iter(handle.readline, b""), start=1):
+            if not owned(number):
+                continue
             if number == 1:
                 raw = raw.removeprefix(codecs.BOM_UTF8)
             raw = raw.rstrip(b"\r\n")
@@ -141,9 +160,9 @@ def _decoded_lines(path: str) -> Iterator[tuple[int, str] | Rejected]:
                 yield reject("row", "", "bad-encoding", f"not UTF-8: {e}", f"{name}:{number}", json.dumps(original))
 
 
-def _jsonl_rows(path: str) -> Iterator[_Row | Rejected]:
+def _jsonl_rows(path: str, part: int = 0, parts: int = 1) -> Iterator[_Row | Rejected]:
     name = _file_name(path)
-    for line in _decoded_lines(path):
+    for line in _decoded_lines(path, part, parts):
         if isinstance(line, Rejected):
             yield line
             continue
@@ -349,9 +368,8 @@ class _Fields(NamedTuple):
     split: str
 
 
-def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields]) -> Iterator[Item]:
-    """Records from rows that each hold one caption and its image; each image is emitted once."""
-    images: dict[str, ImageRecord] = {}
+def _found(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields]) -> Iterator[tuple[_Row, _Fields] | Rejected]:
+    """Each row with what it says, or the reject saying why it says nothing usable."""
     for row in rows:
         if isinstance(row, Rejected):
             yield row
@@ -362,18 +380,89 @@ def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, 
         except _RowError as e:
             yield reject("row", _utf8_key(e.key), e.reason, e.detail, row.source, row.fields)
             continue
+        yield row, found
+
+
+def _agrees(first: ImageRecord, file_name: str, split: str) -> bool:
+    """Whether a row gives its image the file name and split of the image's first row (else: ``conflicting-image``)."""
+    return (first.file_name, first.split) == (file_name, split)
+
+
+def _conflicting_image(first: ImageRecord, file_name: str, split: str, source: str, fields: dict[str, Any]) -> Rejected:
+    """The reject of a row that does not agree with its image's first row (:func:`_agrees`)."""
+    detail = f"file_name {file_name!r}, split {split!r} here, but {first.file_name!r}, split {first.split!r} at {first.source}"
+    return reject("image", first.image_id, "conflicting-image", detail, source, fields)
+
+
+def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields]) -> Iterator[Item]:
+    """Records from rows that each hold one caption and its image; each image is emitted once."""
+    images: dict[str, ImageRecord] = {}
+    for usable in _found(rows, convert):
+        if isinstance(usable, Rejected):
+            yield usable
+            continue
+        row, found = usable
         first = images.get(found.image_id)
         if first is None:
             first = ImageRecord(found.image_id, found.file_name, found.split, row.source, row.position)
             images[found.image_id] = first
             yield first
-        elif (first.file_name, first.split) != (found.file_name, found.split):
-            detail = (
-                f"file_name {found.file_name!r}, split {found.split!r} here, but {first.file_name!r}, "
-                f"split {first.split!r} at {first.source}"
-            )
-            yield reject("image", found.image_id, "conflicting-image", detail, row.source, row.fields)
+        elif not _agrees(first, found.file_name, found.split):
+            yield _conflicting_image(first, found.file_name, found.split, row.source, row.fields)
         yield CaptionRecord(found.caption_id, found.image_id, found.text, found.split, row.source, row.position)
+
+
+class _Contradicting(NamedTuple):
+    """A row of a part that gives its image another file name or split than the part's first row of it."""
+
+    file_name: str
+    split: str
+    source: str
+    fields: dict[str, Any]
+
+
+class ImageSighting(NamedTuple):
+    """An image as one part of a file gives it (:meth:`LineReader.read_part`): its record from the
+    part's first row of it, and the part's rows that contradict that row."""
+
+    part: int
+    image: ImageRecord
+    contradicting: tuple[_Contradicting, ...]
+
+
+def _sighted_caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields], part: int) -> Iterator[Any]:
+    """:func:`_caption_rows` of one part: its captions and row rejects, then one :class:`ImageSighting` per image."""
+    images: dict[str, ImageRecord] = {}
+    contradicting: dict[str, list[_Contradicting]] = {}
+    for usable in _found(rows, convert):
+        if isinstance(usable, Rejected):
+            yield usable
+            continue
+        row, found = usable
+        first = images.get(found.image_id)
+        if first is None:
+            images[found.image_id] = ImageRecord(found.image_id, found.file_name, found.split, row.source, row.position)
+        elif not _agrees(first, found.file_name, found.split):
+            contradicting.setdefault(found.image_id, []).append(_Contradicting(found.file_name, found.split, row.source, row.fields))
+        yield CaptionRecord(found.caption_id, found.image_id, found.text, found.split, row.source, row.position)
+    for image_id, image in images.items():
+        yield ImageSighting(part, image, tuple(contradicting.get(image_id, ())))
+
+
+def settle_image(sightings: Iterable[ImageSighting]) -> tuple[ImageRecord, list[Rejected], list[int]]:
+    """One image's sightings from the parts of a file → its record (the file's first row of it), the
+    ``conflicting-image`` rejects of rows that contradict that row, and the parts whose own first row
+    contradicts it: which of their rows do is not known from the sighting, so those parts are read
+    again for the image (:meth:`LineReader.contradictions`)."""
+    ordered = sorted(sightings, key=lambda sighting: sighting.image.position)
+    first = ordered[0].image
+    rejected, again = [], []
+    for sighting in ordered:
+        if _agrees(first, sighting.image.file_name, sighting.image.split):
+            rejected += [_conflicting_image(first, *row) for row in sighting.contradicting]
+        else:
+            again.append(sighting.part)
+    return first, rejected, again
 
 
 def _element(kind: str, source: str, element: object, build: Callable[[dict[str, Any]], Item]) -> Item:
@@ -410,6 +499,33 @@ def _utf8_key(key: str) -> str:
 
 # --- readers ----------------------------------------------------------------------------------
 
+
+class LineReader(Reader):
+    """A reader of JSON Lines whose every record comes from one line (``_fields`` reads it), so the
+    file can be read in parts (module docstring)."""
+
+    def read(self, path: str) -> Iterator[Item]:
+        return _caption_rows(_jsonl_rows(path), self._fields)
+
+    def read_part(self, path: str, part: int, parts: int) -> Iterator[Item | ImageSighting]:
+        """Part ``part`` of ``parts``: its captions and rejects, then an :class:`ImageSighting` per image."""
+        return _sighted_caption_rows(_jsonl_rows(path, part, parts), self._fields, part)
+
+    def contradictions(self, path: str, part: int, parts: int, firsts: Mapping[str, ImageRecord]) -> Iterator[Rejected]:
+        """The ``conflicting-image`` rejects of the part's rows of the images in ``firsts`` (their
+        records, as :func:`settle_image` settled them): the part read again."""
+        for usable in _found(_jsonl_rows(path, part, parts), self._fields):
+            if isinstance(usable, Rejected) or usable[1].image_id not in firsts:
+                continue
+            row, found = usable
+            first = firsts[found.image_id]
+            if not _agrees(first, found.file_name, found.split):
+                yield _conflicting_image(first, found.file_name, found.split, row.source, row.fields)
+
+    @abstractmethod
+    def _fields(self, row: dict[str, Any]) -> _Fields: ...
+
+
 _COCO = CocoIdScheme()
 _FLICKR = FlickrIdScheme()
 
@@ -426,7 +542,7 @@ TEXT_FIELDS = {
 
 @READERS.register("coco-karpathy-jsonl")
 @dataclass(frozen=True, kw_only=True)
-class CocoKarpathyJsonl(Reader):
+class CocoKarpathyJsonl(LineReader):
     """COCO captions with Karpathy ids, one caption per line (``test5k.jsonl``, ``val5k_partial.jsonl``).
 
     Fields ``image_id``, ``file_name``, ``caption_id`` (the MS-COCO caption annotation id, so ids are
@@ -438,9 +554,6 @@ class CocoKarpathyJsonl(Reader):
     split: str | None = None
     text: str = setting("tok-then-raw", choices=tuple(TEXT_FIELDS))
 
-    def read(self, path: str) -> Iterator[Item]:
-        return _caption_rows(_jsonl_rows(path), self._fields)
-
     def _fields(self, row: dict[str, Any]) -> _Fields:
         caption_id = _id(_COCO.parse_caption, _required(row, "caption_id"), "caption_id")
         image_id = _id(_COCO.parse_image, _required(row, "image_id", caption_id), "image_id", caption_id)
@@ -451,7 +564,7 @@ class CocoKarpathyJsonl(Reader):
 
 @READERS.register("flickr30k-karpathy-jsonl")
 @dataclass(frozen=True, kw_only=True)
-class Flickr30kKarpathyJsonl(Reader):
+class Flickr30kKarpathyJsonl(LineReader):
     """Flickr30k captions, one per line (``karpathy_imgid``, ``file_name``, ``caption_index``, ``caption_tok``).
 
     Images are ``f30k:img:<photo>`` from the file name and captions ``f30k:cap:<photo>#<index>``,
@@ -459,9 +572,6 @@ class Flickr30kKarpathyJsonl(Reader):
     """
 
     split: str | None = None
-
-    def read(self, path: str) -> Iterator[Item]:
-        return _caption_rows(_jsonl_rows(path), self._fields)
 
     def _fields(self, row: dict[str, Any]) -> _Fields:
         file_name = _string(_required(row, "file_name"), "file_name")

@@ -11,6 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.ingest import IngestItems
+from crisscross.ingest import readers
 from crisscross.ingest.readers import READERS
 
 
@@ -39,8 +40,12 @@ def write_source(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("batch", [8192, 2])  # one element, or records of one id spread over several
-def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path, batch: int):
+@pytest.mark.parametrize(
+    ("batch", "parts"),
+    [(8192, 1), (2, 1), (8192, 3)],  # one element, records of one id spread over several, the file read in three parts
+)
+def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path, batch: int, parts: int, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(readers, "PART_LINES", 1)  # part p reads lines p+1, p+1+parts, …: image 1's rows in every part
     source = tmp_path / "captions.jsonl"
     write_source(source)
     images_dir = tmp_path / "images"
@@ -49,10 +54,10 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path,
     (images_dir / "COCO_val2014_000000000001.jpg").write_bytes(photo.read_bytes())
 
     with TestPipeline() as pipeline:
-        outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir), batch=batch)
+        outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir), batch=batch, parts=parts)
         assert_that(
-            outputs.images | beam.FlatMap(lambda batch: [(image.image_id, image.pixels, n) for image, n in batch]),
-            equal_to([("coco:img:1", "ok", 3)]),
+            outputs.images | beam.FlatMap(lambda batch: [(image.image_id, image.source, image.pixels, n) for image, n in batch]),
+            equal_to([("coco:img:1", "captions.jsonl:1", "ok", 3)]),
             label="images",
         )
         assert_that(
@@ -81,3 +86,28 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path,
             ),
             label="rejected",
         )
+
+
+def test_a_part_whose_first_row_of_an_image_contradicts_the_file_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Read in three parts of one line each, image 5's first row in parts 2 and 3 gives another file
+    name than line 1: those parts are read again, and every row that contradicts line 1 is rejected
+    against it, as one reading of the whole file rejects them, line 5 (which only contradicts its
+    part's first row) not at all."""
+    monkeypatch.setattr(readers, "PART_LINES", 1)
+    names = ["a.jpg", "b.jpg", "b.jpg", "a.jpg", "a.jpg", "c.jpg"]
+    source = tmp_path / "captions.jsonl"
+    source.write_text(
+        "".join(
+            json.dumps({"image_id": 5, "file_name": name, "caption_id": 50 + n, "caption_tok": "a cat ."}) + "\n"
+            for n, name in enumerate(names)
+        )
+    )
+    whole = "but 'a.jpg', split '' at captions.jsonl:1"
+    expected = [
+        (f"captions.jsonl:{n}", f"file_name '{name}', split '' here, {whole}") for n, name in ((2, "b.jpg"), (3, "b.jpg"), (6, "c.jpg"))
+    ]
+    for parts in (1, 3):
+        with TestPipeline() as pipeline:
+            outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), None, parts=parts)
+            conflicts = outputs.rejected | beam.Filter(lambda r: r.reason == "conflicting-image") | beam.Map(lambda r: (r.source, r.detail))
+            assert_that(conflicts, equal_to(expected))

@@ -13,7 +13,7 @@ import pytest
 
 from crisscross.core.ids import CocoIdScheme
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.pipelines import sample, similarity
+from crisscross.pipelines import ingest, sample, similarity
 
 
 @pytest.mark.xdist_group("karpathy")
@@ -85,9 +85,12 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
 
 
 @pytest.mark.xdist_group("karpathy")
-def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, tmp_path: Path):
+def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, shared_data: Path, tmp_path: Path):
+    """Ingest (its source read in two parts), similarity and sample on two worker processes write the one-process build's bytes."""
     params = ["--params", str(karpathy_test / "params.json")]
     multi = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+    source, photos = shared_data / "coco-karpathy" / "test5k.jsonl", shared_data / "coco-images" / "karpathy-test"
+    ingest.main(["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *multi])  # as the build's, without params
     similarity.main(["--in", str(karpathy_test / "embeddings"), "--out", str(tmp_path / "similarity"), *params, *multi])
     sample.main(
         [
@@ -101,7 +104,7 @@ def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, tmp_path:
             *multi,
         ]
     )
-    for stage in ("similarity", "candidates"):
+    for stage in ("items", "similarity", "candidates"):
         ours = sorted(p.relative_to(karpathy_test / stage) for p in (karpathy_test / stage).rglob("*") if p.is_file())
         assert ours == sorted(p.relative_to(tmp_path / stage) for p in (tmp_path / stage).rglob("*") if p.is_file())
         for name in ours:
