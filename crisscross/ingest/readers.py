@@ -394,8 +394,23 @@ def _conflicting_image(first: ImageRecord, file_name: str, split: str, source: s
     return reject("image", first.image_id, "conflicting-image", detail, source, fields)
 
 
-def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields]) -> Iterator[Item]:
-    """Records from rows that each hold one caption and its image; each image is emitted once."""
+class _Contradicting(NamedTuple):
+    """A row of a part that gives its image another file name or split than the part's first row of it."""
+
+    file_name: str
+    split: str
+    source: str
+    fields: dict[str, Any]
+
+
+def _caption_rows(
+    rows: Iterable[_Row | Rejected],
+    convert: Callable[[dict[str, Any]], _Fields],
+    contradicting: dict[str, list[_Contradicting]] | None = None,
+) -> Iterator[Item]:
+    """Records from rows that each hold one caption and its image; each image is emitted once.
+    With ``contradicting``, a row that does not agree with its image's first row is kept there, by
+    image id, instead of rejected (a part's, :func:`_sighted_caption_rows`)."""
     images: dict[str, ImageRecord] = {}
     for usable in _found(rows, convert):
         if isinstance(usable, Rejected):
@@ -408,17 +423,11 @@ def _caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, 
             images[found.image_id] = first
             yield first
         elif not _agrees(first, found.file_name, found.split):
-            yield _conflicting_image(first, found.file_name, found.split, row.source, row.fields)
+            if contradicting is None:
+                yield _conflicting_image(first, found.file_name, found.split, row.source, row.fields)
+            else:
+                contradicting.setdefault(found.image_id, []).append(_Contradicting(found.file_name, found.split, row.source, row.fields))
         yield CaptionRecord(found.caption_id, found.image_id, found.text, found.split, row.source, row.position)
-
-
-class _Contradicting(NamedTuple):
-    """A row of a part that gives its image another file name or split than the part's first row of it."""
-
-    file_name: str
-    split: str
-    source: str
-    fields: dict[str, Any]
 
 
 class ImageSighting(NamedTuple):
@@ -432,21 +441,15 @@ class ImageSighting(NamedTuple):
 
 def _sighted_caption_rows(rows: Iterable[_Row | Rejected], convert: Callable[[dict[str, Any]], _Fields], part: int) -> Iterator[Any]:
     """:func:`_caption_rows` of one part: its captions and row rejects, then one :class:`ImageSighting` per image."""
-    images: dict[str, ImageRecord] = {}
+    images: list[ImageRecord] = []
     contradicting: dict[str, list[_Contradicting]] = {}
-    for usable in _found(rows, convert):
-        if isinstance(usable, Rejected):
-            yield usable
-            continue
-        row, found = usable
-        first = images.get(found.image_id)
-        if first is None:
-            images[found.image_id] = ImageRecord(found.image_id, found.file_name, found.split, row.source, row.position)
-        elif not _agrees(first, found.file_name, found.split):
-            contradicting.setdefault(found.image_id, []).append(_Contradicting(found.file_name, found.split, row.source, row.fields))
-        yield CaptionRecord(found.caption_id, found.image_id, found.text, found.split, row.source, row.position)
-    for image_id, image in images.items():
-        yield ImageSighting(part, image, tuple(contradicting.get(image_id, ())))
+    for item in _caption_rows(rows, convert, contradicting):
+        if isinstance(item, ImageRecord):
+            images.append(item)
+        else:
+            yield item
+    for image in images:
+        yield ImageSighting(part, image, tuple(contradicting.get(image.image_id, ())))
 
 
 def settle_image(sightings: Iterable[ImageSighting]) -> tuple[ImageRecord, list[Rejected], list[int]]:
