@@ -135,3 +135,16 @@ def test_max_text_length_must_be_a_positive_integer(demo_dir: Path, tmp_path: Pa
     with pytest.raises(ParamError, match="ingest.max_text_length must be >= 1, got 0"):
         run(demo_dir / "captions.jsonl", tmp_path / "items", "--params", str(params))
     assert not (tmp_path / "items").exists()
+
+
+@pytest.mark.parametrize(
+    ("beam_args", "parts"),
+    [
+        ([], 1),  # in process: nothing to share
+        (["--direct_num_workers=2", "--direct_running_mode=multi_processing"], 2),
+        (["--direct_num_workers=3", "--direct_running_mode=multi_processing"], 3),
+        (["--runner=PortableRunner", "--job_endpoint=localhost:8099"], ingest.REMOTE_READ_PARTS),
+    ],
+)
+def test_a_line_source_is_read_in_a_part_per_worker_process(beam_args: list[str], parts: int) -> None:
+    assert ingest.read_parts(beam_args) == parts
