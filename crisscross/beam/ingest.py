@@ -66,7 +66,7 @@ def _batches(records: Iterable[Any], path: str, size: int) -> Iterator[list[Any]
         yield batch
 
 
-def _read(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
+def _read_whole(path: str, reader: Any, size: int) -> Iterator[list[Any]]:
     """The whole source, in batches."""
     return _batches(reader.read(path), path, size)
 
@@ -221,7 +221,7 @@ class IngestItems(beam.PTransform):
     def _read(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, tuple[beam.PCollection, ...]]:
         """Batches of the source's records, and the rejects of settling its parts' images (none when read whole)."""
         if self._parts == 1:
-            return pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_read, self._reader, self._batch), ()
+            return pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_read_whole, self._reader, self._batch), ()
         read = (
             pbegin
             | "Parts" >> beam.Create(range(self._parts))
