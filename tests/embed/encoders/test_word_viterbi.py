@@ -50,8 +50,15 @@ def test_real_captions_get_the_package_s_ids(tokenizers: tuple, shared_data: Pat
     assert cached.encode(texts) == plain.encode(texts)
 
 
+# Only text UTF-8 can encode reaches an encoder: ingest refuses a lone surrogate (``bad-encoding``),
+# and the package's tokenizer raises on one.
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.sampled_from([*"aAbé日 \t\n.,'-_!", WORD_START, "\u3000", "\u00a0", "ﬁ", "①"]) | st.characters(), max_size=40))
+@given(
+    st.text(
+        alphabet=st.sampled_from([*"aAbé日 \t\n.,'-_!", WORD_START, "\u3000", "\u00a0", "ﬁ", "①"]) | st.characters(codec="utf-8"),
+        max_size=40,
+    )
+)
 @example("  leading and  inner   spaces ")
 @example("extra_token_id_1 <unk></s>")
 @example("supercalifragilisticexpialidocious-and-antidisestablishmentarianism")
