@@ -141,12 +141,24 @@ def _rows(embeddings: EmbeddingSet, ids: Sequence[str]) -> np.ndarray:
     return rows[~rows.index.duplicated(keep="last")].reindex(ids).to_numpy()
 
 
+_COSINE_BLOCK = 1024  # pairs whose vectors are gathered at once
+
+
 def _cosines(pools: _Pools, space: str, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """The cosine of each pair ``(pools.a[ia[k]], pools.b[ib[k]])`` in ``space``, a block of pairs at
+    a time: each value is its own row's, whatever the block, and the copies stay a few MiB (10,000
+    pairs of 1,280-d vectors would be ~100 MiB per copy, whose first touch in a new process cost
+    more than the arithmetic)."""
+
     def unit(embeddings: EmbeddingSet, rows: np.ndarray) -> np.ndarray:
         return unit_rows(np.asarray(embeddings.vectors[rows], dtype=np.float64))
 
-    vectors = pools.spaces[space]
-    return np.einsum("ij,ij->i", unit(vectors.a, pools.rows_a[space][ia]), unit(vectors.b, pools.rows_b[space][ib]))
+    vectors, rows_a, rows_b = pools.spaces[space], pools.rows_a[space][ia], pools.rows_b[space][ib]
+    cosines = np.empty(len(rows_a))
+    for start in range(0, len(rows_a), _COSINE_BLOCK):
+        block = slice(start, start + _COSINE_BLOCK)
+        cosines[block] = np.einsum("ij,ij->i", unit(vectors.a, rows_a[block]), unit(vectors.b, rows_b[block]))
+    return cosines
 
 
 def negative_thresholds(

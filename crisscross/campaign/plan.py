@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from crisscross.aggregate.plots import png_bytes
+from crisscross.campaign.replication import normal_quantile
 from crisscross.core import io
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
@@ -96,9 +97,7 @@ def estimate_pilot(judgments: pd.DataFrame) -> dict[str, Pilot]:
 
 
 def _z(confidence: float) -> float:
-    from scipy.stats import norm  # on use: the stage command starts without scipy
-
-    return float(norm.ppf(0.5 + confidence / 2))
+    return normal_quantile(0.5 + confidence / 2)
 
 
 def item_half_width(pilot: Pilot, replicas: int, confidence: float) -> float:

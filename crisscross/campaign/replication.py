@@ -65,14 +65,16 @@ class Look:
     threshold: float
 
 
-def _quantile(p: float) -> float:
-    from scipy.stats import norm  # on use: commands that import the rules start without scipy
+def normal_quantile(p: float) -> float:
+    """The standard normal's ``p`` quantile: ``scipy.special.ndtri``, the function ``scipy.stats.norm.ppf``
+    computes, to the bit, without loading ``scipy.stats`` (0.4 s more of a stage command's start)."""
+    from scipy.special import ndtri  # on use: commands that import the rules start without scipy
 
-    return float(norm.ppf(p))
+    return float(ndtri(p))
 
 
 def threshold_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]:
-    z = _quantile(1 - settings.alpha / look.looks)
+    z = normal_quantile(1 - settings.alpha / look.looks)
     margin = z * look.rater_sd / math.sqrt(look.judgments)
     side = "≥" if look.mean >= look.threshold else "<"
     decided = abs(look.mean - look.threshold) >= margin
@@ -80,7 +82,7 @@ def threshold_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str
 
 
 def ci_width_rule(look: Look, settings: ReplicationSettings) -> tuple[bool, str]:
-    half = _quantile(1 - settings.alpha / 2) * look.rater_sd / math.sqrt(look.judgments)
+    half = normal_quantile(1 - settings.alpha / 2) * look.rater_sd / math.sqrt(look.judgments)
     return half <= settings.half_width, f"interval ±{half:.2f} (needs ±{settings.half_width:g})"
 
 

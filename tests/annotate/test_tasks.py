@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from crisscross.annotate import gold
 from crisscross.annotate.catalog import Catalog
 from crisscross.annotate.gold import GoldError, Space, negative_gold, negative_thresholds, positive_gold
 from crisscross.annotate.items import (
@@ -224,6 +225,25 @@ def test_negative_gold_is_below_the_quantile_under_every_space(kind: str):
     everything = [cosine(space, a, b) for a in space.a.ids for b in space.b.ids if a != b]
     assert abs(thresholds[space.name] - np.quantile(everything, 0.3)) < 0.05
     assert negative_gold(kind, catalog, spaces, 12, seed=9, exclude=exclude, quantile=0.3).to_pylist() == gold
+
+
+def test_gold_cosines_are_the_same_bytes_whatever_block_of_pairs_is_gathered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cosines are computed a block of pairs at a time (``gold._COSINE_BLOCK``); thresholds and
+    negatives come out the same, to the bit, with blocks of 7 pairs or one block of all of them,
+    on vectors as wide as ``efficientnet-lite0``'s."""
+    rng = np.random.default_rng(3)
+    images = EmbeddingSet([image(i) for i in range(N_IMAGES)], rng.normal(size=(N_IMAGES, 1280)).astype(np.float32))
+    catalog, spaces = make_catalog(), [Space("wide", images, images), embedding_spaces(seed=5)[SIS][0]]
+
+    def drawn() -> tuple[dict[str, float], list[dict]]:
+        return negative_thresholds(SIS, catalog, spaces, 0.3, seed=9), negative_gold(
+            SIS, catalog, spaces, 12, seed=9, quantile=0.3
+        ).to_pylist()
+
+    blocked = drawn()
+    for block in (7, 1 << 20):
+        monkeypatch.setattr(gold, "_COSINE_BLOCK", block)
+        assert drawn() == blocked
 
 
 def test_negative_gold_fails_clearly_when_too_few_pairs_qualify():

@@ -17,6 +17,7 @@ from crisscross.campaign.replication import (
     adapt_round,
     arrival_order,
     decide,
+    normal_quantile,
     rater_sd_from_repeats,
     replication_decisions,
     with_pilot_spread,
@@ -26,6 +27,11 @@ from crisscross.core.settings import settings_from_params
 from crisscross.tasktypes.names import SIS, STS
 
 SD = {STS: 0.84, SIS: 0.84}
+
+
+def test_the_normal_quantile_is_scipy_stats_norm_ppf_to_the_bit() -> None:
+    chances = [*np.linspace(1e-9, 1 - 1e-9, 2_001), 0.975, 0.995, 1 - 0.05 / 7, 0.5]
+    assert [normal_quantile(p) for p in chances] == [float(norm.ppf(p)) for p in chances]
 
 
 def test_the_threshold_rule_stops_at_the_first_look_that_is_clear_of_the_threshold() -> None:
