@@ -18,15 +18,18 @@ was left out is always listed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
 import logging
+import os
+import shutil
 import sys
+import tempfile
+import uuid
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from io import BytesIO
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -51,6 +54,8 @@ STAGE = "embed"
 SKIPPED = "skipped"
 BUCKET_ITEMS = 16_384
 SHARDS = ".shards"  # beside the encoder's sets, deleted by the merge
+SHARD_ROWS = ".f32"  # a shard's rows: raw float32, C order, the width in the set's meta
+COPY_BYTES = 1 << 20  # read at a time when shards are copied into one file to be mapped
 LOG = logging.getLogger("crisscross.embed")
 REGISTRIES = {TEXT: TEXT_ENCODERS, IMAGE: IMAGE_ENCODERS}
 # The columns each input table must have (the caption and image tables ``crisscross ingest`` writes).
@@ -322,48 +327,82 @@ def _to_buckets(spec: str, modality: str, needs_payload: bool, n_buckets: int) -
 
 
 class WriteShards(beam.DoFn):
-    """Encoded batches → one shard per bundle in ``folder`` (``<hash>.npy`` vectors, ``<hash>.parquet``
-    ids and groups); yields the shard's path stem.  Vectors leave the pipeline here instead of
-    travelling through a shuffle to one list: only the stems are gathered.  A shard of a bundle that
-    failed and was retried is never yielded, so the merge reads exactly the committed ones."""
+    """Encoded batches → one shard per bundle in ``folder``: ``<stem>.f32``, the rows as raw float32
+    written batch by batch as the lanes hand them over (so writing overlaps encoding and a bundle's
+    rows are never held together), and ``<stem>.parquet``, their ids and groups; yields the stem.
+    Vectors leave the pipeline here instead of travelling through a shuffle to one list: only the
+    stems are gathered.  A shard is yielded once both its files are closed, and one of a bundle that
+    failed and was retried is never yielded, so the merge reads exactly the committed ones (and
+    deletes the folder with whatever a failed attempt left in it)."""
 
     def __init__(self, folder: str) -> None:
         self._folder = folder
 
     def start_bundle(self) -> None:
-        self._batches: list[Encoded] = []
+        self._stem = ""
+        self._rows: IO[bytes] | None = None
+        self._ids: list[str] = []
+        self._groups: list[str] = []
 
     def process(self, encoded: Encoded) -> None:
-        self._batches.append(encoded)
+        if self._rows is None:
+            self._stem = io.join(self._folder, uuid.uuid4().hex)
+            self._rows = FileSystems.create(f"{self._stem}{SHARD_ROWS}")
+        self._rows.write(memoryview(np.ascontiguousarray(encoded.vectors, dtype=np.float32)).cast("B"))
+        self._ids += encoded.ids
+        self._groups += encoded.groups
 
     def finish_bundle(self) -> Iterable[WindowedValue]:
-        if not self._batches:
+        if self._rows is None:
             return
-        ids = [i for batch in self._batches for i in batch.ids]
-        stem = io.join(self._folder, hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:24])
-        groups = [g for batch in self._batches for g in batch.groups]
-        io.write_npy(f"{stem}.npy", np.concatenate([batch.vectors for batch in self._batches]))
-        io.write_parquet(f"{stem}.parquet", pa.table({"id": pa.array(ids, pa.string()), "group": pa.array(groups, pa.string())}))
-        self._batches = []
-        yield in_global_window(stem)
+        self._rows.close()
+        ids, groups = pa.array(self._ids, pa.string()), pa.array(self._groups, pa.string())
+        io.write_parquet(f"{self._stem}.parquet", pa.table({"id": ids, "group": groups}))
+        yield in_global_window(self._stem)
+
+
+@contextlib.contextmanager
+def shard_rows(paths: Sequence[str], rows: int, dim: int) -> Iterator[np.ndarray]:
+    """The shards' rows, in the order of ``paths``, as one read-only memory-mapped N×dim float32
+    matrix: a single local shard is mapped where it is; several, or remote ones, are first copied one
+    after another into a local scratch file.  Mapped rather than read, because a fresh N×d array
+    costs its first touch (seconds per GiB on some machines) and the page cache already holds the rows."""
+    if rows == 0:
+        yield np.zeros((0, dim), np.float32)
+        return
+    if len(paths) == 1 and not io.is_uri(paths[0]):
+        yield _mapped_rows(paths[0], rows, dim)
+        return
+    with tempfile.TemporaryDirectory(prefix="crisscross-shards-") as scratch:
+        joined = os.path.join(scratch, f"rows{SHARD_ROWS}")
+        with open(joined, "wb") as out:
+            for path in paths:
+                with io.open_input(path) as part:
+                    shutil.copyfileobj(part, out, COPY_BYTES)
+        yield _mapped_rows(joined, rows, dim)
+
+
+def _mapped_rows(path: str, rows: int, dim: int) -> np.ndarray:
+    size, expected = os.path.getsize(path), rows * dim * np.dtype(np.float32).itemsize
+    if size != expected:
+        raise ValueError(f"{path}: {size} bytes of rows, expected {expected} ({rows} rows of {dim} float32)")
+    return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
 
 
 def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, Any], means: tuple[str, dict[str, Any]] | None) -> None:
     """The shards as one set in ``directory`` (rows in id order) and, with ``means``, the
-    co-caption means of its images as another; then the shards' ``folder`` is deleted.  The merging worker
-    holds the N·d float32 vectors once, as similarity's workers do."""
+    co-caption means of its images as another; then the shards' ``folder`` is deleted.  The rows
+    are read through a memory map (:func:`shard_rows`), never copied into one array."""
     stems = sorted(stems)
     tables = [io.read_parquet(f"{stem}.parquet") for stem in stems]
     ids = [i for table in tables for i in table.column("id").to_pylist()]
     groups = [g for table in tables for g in table.column("group").to_pylist()]
-    parts = [np.load(BytesIO(io.read_bytes(f"{stem}.npy")), allow_pickle=False) for stem in stems]
-    vectors = np.concatenate(parts) if parts else np.zeros((0, meta["dim"]), np.float32)
-    del parts
-    EmbeddingSet(ids, vectors, meta).write(directory)
-    if means is not None:
-        mean_dir, mean_meta = means
-        image_ids, image_means = cocaption_means(ids, groups, vectors)
-        EmbeddingSet(image_ids, image_means, mean_meta).write(mean_dir)
+    with shard_rows([f"{stem}{SHARD_ROWS}" for stem in stems], len(ids), meta["dim"]) as vectors:
+        EmbeddingSet(ids, vectors, meta).write(directory)
+        if means is not None:
+            mean_dir, mean_meta = means
+            image_ids, image_means = cocaption_means(ids, groups, vectors)
+            EmbeddingSet(image_ids, image_means, mean_meta).write(mean_dir)
     if FileSystems.exists(folder):
         FileSystems.delete([folder])
 

@@ -117,7 +117,7 @@ def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarra
     return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
 
 
-MEANS_CHUNK = 8192  # images whose captions are normalised and averaged at once (bounds the copies)
+MEANS_CHUNK = 1024  # images whose captions are normalised and averaged at once: a few MiB of copies, reused
 
 
 def cocaption_means(caption_ids: Sequence[str], image_ids: Sequence[str], vectors: np.ndarray) -> tuple[list[str], np.ndarray]:

@@ -34,7 +34,7 @@ def test_writes_are_byte_identical_for_the_same_value(tmp_path: Path):
     assert (tmp_path / "one.json").read_text() == '{\n  "a": [\n    1,\n    2\n  ],\n  "b": 1\n}\n'
 
 
-@pytest.mark.parametrize("shape", [(0, 4), (5, 3), (io.NPY_CHUNK_ROWS * 2 + 7, 2), (9,)])
+@pytest.mark.parametrize("shape", [(0, 4), (5, 3), (io.NPY_CHUNK_BYTES // 8 * 2 + 7, 2), (3, io.NPY_CHUNK_BYTES // 4 + 1), (9,)])
 def test_write_npy_streams_the_bytes_np_save_writes(tmp_path: Path, shape: tuple[int, ...]):
     from io import BytesIO
 

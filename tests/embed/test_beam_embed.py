@@ -16,12 +16,14 @@ from apache_beam.utils.shared import Shared
 
 from crisscross.beam.common import default_threads
 from crisscross.beam.embed import (
+    SHARD_ROWS,
     Batch,
     EmbedItems,
     batches_of,
     bucket_of,
     buckets_of,
     items_of,
+    shard_rows,
     shared_lanes,
     split_by_bucket,
 )
@@ -123,3 +125,17 @@ def test_embed_items_writes_the_direct_vectors_and_their_cocaption_means(caption
     assert means.ids == images and len(images) == 60
     assert np.asarray(means.vectors).tobytes() == expected.tobytes()
     assert means.meta["kind"] == "cocaption_mean" and written.meta["count"] == 300
+
+
+def test_shards_read_as_one_matrix_one_mapped_where_it_is_several_joined(tmp_path: Path):
+    parts = [np.random.default_rng(n).standard_normal((n, 4), dtype=np.float32) for n in (5, 0, 3)]
+    paths = [str(tmp_path / f"{n}{SHARD_ROWS}") for n in range(len(parts))]
+    for path, part in zip(paths, parts, strict=True):
+        Path(path).write_bytes(part.tobytes())
+    with shard_rows(paths, 8, 4) as rows:
+        assert rows.shape == (8, 4) and rows.tobytes() == np.concatenate(parts).tobytes()
+    with shard_rows(paths[:1], 5, 4) as rows:
+        assert isinstance(rows, np.memmap) and rows.filename == paths[0]  # one local shard is not copied
+        assert rows.tobytes() == parts[0].tobytes()
+    with pytest.raises(ValueError, match="128 bytes of rows, expected 96"), shard_rows(paths, 6, 4):
+        pass
