@@ -55,7 +55,7 @@ SKIPPED = "skipped"
 BUCKET_ITEMS = 16_384
 SHARDS = ".shards"  # beside the encoder's sets, deleted by the merge
 SHARD_ROWS = ".f32"  # a shard's rows: raw float32, C order, the width in the set's meta
-COPY_BYTES = 1 << 20  # read at a time when shards are copied into one file to be mapped
+COPY_BYTES = 1 << 20  # read at a time when a remote shard is copied to be mapped
 LOG = logging.getLogger("crisscross.embed")
 REGISTRIES = {TEXT: TEXT_ENCODERS, IMAGE: IMAGE_ENCODERS}
 # The columns each input table must have (the caption and image tables ``crisscross ingest`` writes).
@@ -361,32 +361,70 @@ class WriteShards(beam.DoFn):
         yield in_global_window(self._stem)
 
 
+class JoinedRows:
+    """Several row matrices read as one N×d matrix without joining them into one array: the shape,
+    dtype, ``np.take(..., axis=0, out=...)`` and row indexing (a slice or an index array) that
+    :func:`crisscross.core.io.write_npy` and :func:`cocaption_means` ask of a matrix."""
+
+    ndim = 2
+
+    def __init__(self, parts: Sequence[np.ndarray]) -> None:
+        self._parts = list(parts)
+        self._starts = np.cumsum([0, *(len(part) for part in parts)])
+        self.shape = (int(self._starts[-1]), int(parts[0].shape[1]))
+        self.dtype = parts[0].dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def take(self, indices: np.ndarray, axis: int = 0, out: np.ndarray | None = None, mode: str = "raise") -> np.ndarray:
+        """The rows at ``indices`` (into ``out`` when given), gathered part by part; what
+        ``np.take`` calls on an object with a ``take`` method."""
+        if axis != 0 or mode != "raise":
+            raise ValueError("JoinedRows.take gathers rows (axis 0) and refuses indices out of range")
+        indices = np.asarray(indices, dtype=np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
+            raise IndexError(f"row index out of range for {len(self)} rows")
+        out = np.empty((len(indices), self.shape[1]), self.dtype) if out is None else out
+        part_of = np.searchsorted(self._starts, indices, side="right") - 1
+        for part in np.unique(part_of).tolist():
+            at = np.flatnonzero(part_of == part)
+            out[at] = self._parts[part][indices[at] - self._starts[part]]
+        return out
+
+    def __getitem__(self, rows: slice | np.ndarray) -> np.ndarray:
+        return self.take(np.arange(len(self))[rows] if isinstance(rows, slice) else rows)
+
+
 @contextlib.contextmanager
-def shard_rows(paths: Sequence[str], rows: int, dim: int) -> Iterator[np.ndarray]:
-    """The shards' rows, in the order of ``paths``, as one read-only memory-mapped N×dim float32
-    matrix: a single local shard is mapped where it is; several, or remote ones, are first copied one
-    after another into a local scratch file.  Mapped rather than read, because a fresh N×d array
-    costs its first touch (seconds per GiB on some machines) and the page cache already holds the rows."""
-    if rows == 0:
-        yield np.zeros((0, dim), np.float32)
-        return
-    if len(paths) == 1 and not io.is_uri(paths[0]):
-        yield _mapped_rows(paths[0], rows, dim)
-        return
+def shard_rows(paths: Sequence[str], rows: int, dim: int) -> Iterator[np.ndarray | JoinedRows]:
+    """The shards' rows, in the order of ``paths``, as one read-only N×dim float32 matrix: each
+    local shard memory-mapped where it is (a remote one first copied into a local scratch folder),
+    several read as one by :class:`JoinedRows`.  Mapped, never read or copied into one file,
+    because fresh memory and fresh page cache cost their first touch (seconds per GiB on some
+    machines) and the page cache already holds the rows the workers wrote."""
+    row_bytes = dim * np.dtype(np.float32).itemsize
     with tempfile.TemporaryDirectory(prefix="crisscross-shards-") as scratch:
-        joined = os.path.join(scratch, f"rows{SHARD_ROWS}")
-        with open(joined, "wb") as out:
-            for path in paths:
-                with io.open_input(path) as part:
-                    shutil.copyfileobj(part, out, COPY_BYTES)
-        yield _mapped_rows(joined, rows, dim)
+        local = [_local_shard(path, scratch, n) for n, path in enumerate(paths)]
+        sizes = [os.path.getsize(path) for path in local]
+        for path, size in zip(paths, sizes, strict=True):
+            if size % row_bytes:
+                raise ValueError(f"{path}: {size} bytes, not whole rows of {dim} float32")
+        if sum(sizes) != rows * row_bytes:
+            raise ValueError(
+                f"{len(paths)} shards hold {sum(sizes)} bytes of rows, expected {rows * row_bytes} ({rows} rows of {dim} float32)"
+            )
+        parts = [np.memmap(path, np.float32, "r", shape=(size // row_bytes, dim)) for path, size in zip(local, sizes, strict=True) if size]
+        yield np.zeros((0, dim), np.float32) if not parts else parts[0] if len(parts) == 1 else JoinedRows(parts)
 
 
-def _mapped_rows(path: str, rows: int, dim: int) -> np.ndarray:
-    size, expected = os.path.getsize(path), rows * dim * np.dtype(np.float32).itemsize
-    if size != expected:
-        raise ValueError(f"{path}: {size} bytes of rows, expected {expected} ({rows} rows of {dim} float32)")
-    return np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim))
+def _local_shard(path: str, scratch: str, n: int) -> str:
+    if not io.is_uri(path):
+        return path
+    copy = os.path.join(scratch, f"{n}{SHARD_ROWS}")
+    with io.open_input(path) as part, open(copy, "wb") as out:
+        shutil.copyfileobj(part, out, COPY_BYTES)
+    return copy
 
 
 def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, Any], means: tuple[str, dict[str, Any]] | None) -> None:

@@ -74,7 +74,7 @@ class EmbeddingSet:
             raise ValueError("duplicate ids in an embedding set")
         order = np.argsort(np.asarray(self.ids, dtype=object), kind="stable")
         ids = [self.ids[i] for i in order]
-        vectors = np.asarray(self.vectors, dtype=np.float32)
+        vectors = self.vectors if self.vectors.dtype == np.float32 else np.asarray(self.vectors, dtype=np.float32)
         io.write_npy(io.join(directory, "vectors.npy"), vectors, order)
         io.write_parquet(io.join(directory, "ids.parquet"), pa.table({"id": pa.array(ids, pa.string())}))
         io.write_json(io.join(directory, "meta.json"), {**self.meta, "dim": int(vectors.shape[1]), "count": len(ids)})

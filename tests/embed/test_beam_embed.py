@@ -19,6 +19,7 @@ from crisscross.beam.embed import (
     SHARD_ROWS,
     Batch,
     EmbedItems,
+    JoinedRows,
     batches_of,
     bucket_of,
     buckets_of,
@@ -127,15 +128,42 @@ def test_embed_items_writes_the_direct_vectors_and_their_cocaption_means(caption
     assert means.meta["kind"] == "cocaption_mean" and written.meta["count"] == 300
 
 
-def test_shards_read_as_one_matrix_one_mapped_where_it_is_several_joined(tmp_path: Path):
+def test_shards_read_as_one_matrix_each_mapped_where_it_is(tmp_path: Path):
     parts = [np.random.default_rng(n).standard_normal((n, 4), dtype=np.float32) for n in (5, 0, 3)]
     paths = [str(tmp_path / f"{n}{SHARD_ROWS}") for n in range(len(parts))]
     for path, part in zip(paths, parts, strict=True):
         Path(path).write_bytes(part.tobytes())
+    joined = np.concatenate(parts)
+    order = np.array([7, 0, 5, 4, 6, 1, 3, 2])
     with shard_rows(paths, 8, 4) as rows:
-        assert rows.shape == (8, 4) and rows.tobytes() == np.concatenate(parts).tobytes()
+        assert isinstance(rows, JoinedRows) and rows.shape == (8, 4) and len(rows) == 8 and rows.dtype == np.float32
+        assert rows[:].tobytes() == joined.tobytes() and rows[2:7].tobytes() == joined[2:7].tobytes()
+        assert rows[order].tobytes() == joined[order].tobytes()
+        out = np.full((3, 4), np.nan, np.float32)
+        assert np.take(rows, order[:3], axis=0, out=out) is out and out.tobytes() == joined[order[:3]].tobytes()
+        with pytest.raises(IndexError):
+            rows[np.array([8])]
     with shard_rows(paths[:1], 5, 4) as rows:
-        assert isinstance(rows, np.memmap) and rows.filename == paths[0]  # one local shard is not copied
+        assert isinstance(rows, np.memmap) and rows.filename == paths[0]  # not copied
         assert rows.tobytes() == parts[0].tobytes()
-    with pytest.raises(ValueError, match="128 bytes of rows, expected 96"), shard_rows(paths, 6, 4):
+    with shard_rows(paths[1:2], 0, 4) as rows:
+        assert rows.shape == (0, 4)
+    with pytest.raises(ValueError, match="3 shards hold 128 bytes of rows, expected 96"), shard_rows(paths, 6, 4):
         pass
+    Path(paths[2]).write_bytes(b"\0" * 20)
+    with pytest.raises(ValueError, match=r"2\.f32: 20 bytes, not whole rows of 4 float32"), shard_rows(paths, 6, 4):
+        pass
+
+
+def test_a_set_written_from_joined_shards_has_the_bytes_of_one_matrix(tmp_path: Path):
+    parts = [np.random.default_rng(n).standard_normal((n, 3), dtype=np.float32) for n in (4, 3)]
+    paths = [str(tmp_path / f"{n}{SHARD_ROWS}") for n in range(2)]
+    for path, part in zip(paths, parts, strict=True):
+        Path(path).write_bytes(part.tobytes())
+    ids, groups = ["c6", "c1", "c4", "c0", "c5", "c2", "c3"], ["i1", "i0", "i1", "i0", "i2", "i0", "i1"]
+    joined = np.concatenate(parts)
+    with shard_rows(paths, 7, 3) as rows:
+        EmbeddingSet(ids, rows, {}).write(str(tmp_path / "joined"))
+        assert cocaption_means(ids, groups, rows)[1].tobytes() == cocaption_means(ids, groups, joined)[1].tobytes()
+    EmbeddingSet(ids, joined, {}).write(str(tmp_path / "whole"))
+    assert (tmp_path / "joined" / "vectors.npy").read_bytes() == (tmp_path / "whole" / "vectors.npy").read_bytes()
