@@ -15,6 +15,7 @@ import crisscross  # noqa: F401  (first: sets the numeric policy before a benchm
 from benchmarks import RUN_MACHINE, machine
 
 BENCHMARKS: tuple[str, ...] = (
+    "ingest_check",
     "embed_throughput",
     "similarity_topk",
     "numeric_policy",

