@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,7 @@ def test_truncated_jpeg_is_unreadable(photo: Path, tmp_path: Path) -> None:
         image_size(str(truncated))
 
 
-def _verdict(read, path: Path) -> str:
+def _verdict(read: Callable[[str], object], path: Path) -> str:
     try:
         read(str(path))
     except UnreadableImageError:
