@@ -8,11 +8,15 @@ imports nothing heavy: benchmark workers may import the package.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# The real data beside the project (``shared/data``), or where ``$CRISSCROSS_SHARED_DATA`` says, as for the tests.
+SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+KARPATHY_PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"  # the Karpathy test split's 370 photos
 # The run's machine (``benchmarks.machine.measure``), set by ``python -m benchmarks`` before the first benchmark.
 RUN_MACHINE: dict[str, Any] = {}
 

@@ -39,11 +39,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from benchmarks import cpu_model, percentiles, save_result
+from benchmarks import KARPATHY_PHOTOS, SHARED_DATA, cpu_model, percentiles, save_result
 
 NAME = "browse_pages"
-SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"
 SALT = "browse-benchmark-salt-0001"  # pseudonyms only: the benchmark's release is thrown away
 FILTERS: tuple[dict[str, Any], ...] = (
     {"task_type": "SITS", "positive": "yes", "score_min": 3.5, "sort": "score", "order": "desc"},
@@ -114,7 +112,16 @@ def build_release(root: Path, splits: tuple[str, ...]) -> Path:
     params.write_text(json.dumps({"ingest": {"reader": "coco-karpathy-jsonl", "reader_options": {"split": "test"}}}))
     items = root / "items"
     ingest.main(
-        ["--in", str(SHARED_DATA / "coco-karpathy" / "test5k.jsonl"), "--images", str(PHOTOS), "--out", str(items), "--params", str(params)]
+        [
+            "--in",
+            str(SHARED_DATA / "coco-karpathy" / "test5k.jsonl"),
+            "--images",
+            str(KARPATHY_PHOTOS),
+            "--out",
+            str(items),
+            "--params",
+            str(params),
+        ]
     )
     images, captions = pd.read_parquet(items / "images.parquet"), pd.read_parquet(items / "captions.parquet")
     if "val" in splits:  # val's ids, for the release's splits; its texts where the partial file has them
@@ -195,7 +202,17 @@ def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[s
     import pyarrow.parquet as pq
 
     port = free_port()
-    command = [sys.executable, "-m", "crisscross.pipelines.cli", "browse", str(release), "--images", str(PHOTOS), "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "crisscross.pipelines.cli",
+        "browse",
+        str(release),
+        "--images",
+        str(KARPATHY_PHOTOS),
+        "--port",
+        str(port),
+    ]
     started = time.perf_counter()
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -207,7 +224,7 @@ def measure_page(release: Path, splits: tuple[str, ...], repeats: int) -> dict[s
         pairs = [timed(get, connection, f"/api/pairs/{key}") for key in pair_keys(total, repeats)]
         images = ["/api/image?" + urlencode({"id": f"coco:img:{int(name.rsplit('_', 1)[1].split('.')[0])}"}) for name in photos(repeats)]
         for name in photos(repeats):  # in the OS's cache for the page's first pass, as for the reference's
-            (PHOTOS / name).read_bytes()
+            (KARPATHY_PHOTOS / name).read_bytes()
         cold = [timed(get, connection, url, True) for url in images]
         warm = [timed(get, connection, url, True) for url in images]
     finally:
@@ -234,7 +251,7 @@ def pair_keys(total: int, repeats: int) -> list[int]:
 
 def photos(repeats: int) -> list[str]:
     """The Karpathy test photographs whose thumbnails are asked for."""
-    return sorted(p.name for p in PHOTOS.glob("*.jpg"))[:repeats]
+    return sorted(p.name for p in KARPATHY_PHOTOS.glob("*.jpg"))[:repeats]
 
 
 def measure_reference(release: Path, splits: tuple[str, ...], repeats: int, pairs: int) -> dict[str, Any]:
@@ -262,7 +279,7 @@ def measure_reference(release: Path, splits: tuple[str, ...], repeats: int, pair
         return row, judgments.iloc[by_item[(row["round"], row["item_id"])]]
 
     def thumbnails(name: str) -> bytes:
-        found = PHOTOS / name
+        found = KARPATHY_PHOTOS / name
         return thumbnail.__wrapped__(str(found), found.stat().st_mtime_ns)  # uncached, as a first request makes it
 
     return {

@@ -45,13 +45,11 @@ from typing import Any
 import psutil
 import yaml
 
-from benchmarks import save_result
+from benchmarks import KARPATHY_PHOTOS, save_result
 from benchmarks.numeric_policy import mode_env
 from crisscross.pipelines.stage import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("CRISSCROSS_SHARED_DATA", ROOT.parent / "shared" / "data"))
-PHOTOS = SHARED / "coco-images" / "karpathy-test"
 QUICK_IMAGES = 12_000
 WORKER_FLAGS = {1: [], 2: ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]}
 NOT_OUTPUT = {"report.json"}  # holds timings; everything else must match between worker counts
@@ -63,7 +61,7 @@ def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
     """The round-one commands, as ``dvc.yaml`` runs them, on ``build``."""
     b = build
     return [
-        ("ingest", ["ingest", "--in", str(source), "--images", str(PHOTOS), "--out", f"{b}/items"]),
+        ("ingest", ["ingest", "--in", str(source), "--images", str(KARPATHY_PHOTOS), "--out", f"{b}/items"]),
         ("embed", ["embed", "--in", f"{b}/items", "--out", f"{b}/embeddings"]),
         ("similarity", ["similarity", "--in", f"{b}/embeddings", "--out", f"{b}/similarity"]),
         ("sample", ["sample", "--in", f"{b}/similarity", "--items", f"{b}/items", "--out", f"{b}/candidates"]),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from benchmarks import save_result
+from benchmarks import KARPATHY_PHOTOS, SHARED_DATA, save_result
 from crisscross.core.images import load_rgb
 from crisscross.embed.encoders import IMAGE, IMAGE_ENCODERS, TEXT, TEXT_ENCODERS, Encoder
 from crisscross.embed.sets import CAPTIONS, IMAGES
@@ -35,9 +35,7 @@ from crisscross.ingest.records import PIXELS_OK
 from crisscross.pipelines import embed, ingest
 
 NAME = "embed_throughput"
-SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 CAPTIONS_FILE = SHARED_DATA / "coco-karpathy" / "test5k.jsonl"
-PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"
 ENCODERS: tuple[tuple[str, str], ...] = (
     ("use-m3", TEXT),
     ("bow-glove50", TEXT),
@@ -132,12 +130,12 @@ def prepare_items(out: Path, quick: bool) -> Path:
     """Ingest once, so every variant reads the same items; ``quick`` keeps the photographed images."""
     source = CAPTIONS_FILE
     if quick:
-        names = {path.name for path in PHOTOS.glob("*.jpg")}
+        names = {path.name for path in KARPATHY_PHOTOS.glob("*.jpg")}
         source = out.with_suffix(".jsonl")
         with CAPTIONS_FILE.open() as lines:
             source.write_text("".join(line for line in lines if json.loads(line)["file_name"] in names))
     with contextlib.redirect_stdout(io.StringIO()):
-        report = ingest.main(["--in", str(source), "--images", str(PHOTOS), "--out", str(out)])
+        report = ingest.main(["--in", str(source), "--images", str(KARPATHY_PHOTOS), "--out", str(out)])
     print(f"  {out.name}: {report['captions']} captions, {report['images']} images (pixels {report['pixels']})", flush=True)
     return out
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
 import statistics
 import tempfile
 import time
@@ -27,12 +26,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from benchmarks import save_result
+from benchmarks import KARPATHY_PHOTOS, save_result
 from crisscross.core.images import image_size
 
 NAME = "ingest_check"
-SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"
 COCO_PHOTOS = 123_287  # train2014 + val2014, the images of the Karpathy splits
 ROUNDS, QUICK_ROUNDS = 7, 3
 
@@ -43,7 +40,7 @@ def full_decode(data: bytes) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    photos = sorted(PHOTOS.glob("*.jpg"))
+    photos = sorted(KARPATHY_PHOTOS.glob("*.jpg"))
     rounds = QUICK_ROUNDS if args.quick else ROUNDS
     per_photo: dict[str, list[float]] = {"check": [], "full decode": []}
     with tempfile.TemporaryDirectory(prefix="crisscross-ingest-check-") as tmp:

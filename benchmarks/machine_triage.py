@@ -27,13 +27,12 @@ import contextlib
 import io
 import json
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import save_result
+from benchmarks import SHARED_DATA, save_result
 from crisscross.annotate.providers import load_cxc_release
 from crisscross.campaign.signals import TextSpace
 from crisscross.campaign.triage import LEFT_TO_PEOPLE, TriageSettings, triage
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 NAME = "machine_triage"
-SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 CAPTIONS = {"test": SHARED_DATA / "coco-karpathy" / "test5k.jsonl", "val": SHARED_DATA / "coco-karpathy" / "val5k_partial.jsonl"}
 ENCODERS = ("use-m3", "bow-glove50", "minilm")
 QUICK_ENCODERS = ("use-m3", "bow-glove50")
