@@ -26,6 +26,11 @@ one that was faster runs again after both builds; each encoder's floor is its fa
 the floors are summed.  ``build / encoders`` is the one-worker build over it (goal ≤ 1.5 at full
 size); the table's ``beyond`` column says where the rest goes: each stage's time, less the
 encoders' for embed.
+
+**pyarrow's own memory pool** is the reference for the project's (``crisscross.core.arrow_pool``:
+jemalloc where pyarrow has it): after both builds, the stages whose tables churn memory most
+(:data:`POOL_STAGES`) run again on the one-worker build's inputs with ``ARROW_DEFAULT_MEMORY_POOL``
+set to pyarrow's default, mimalloc, and must write the same bytes.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ WORKER_FLAGS = {1: [], 2: ["--direct_num_workers=2", "--direct_running_mode=mult
 NOT_OUTPUT = {"report.json"}  # holds timings; everything else must match between worker counts
 TEXT_ENCODERS = ["use-m3", "bow-glove50"]
 ENCODERS_GOAL = 1.5  # the one-worker build over the encoders alone, at full size
+POOL_STAGES = ("sample", "tasks")  # run again with pyarrow's default pool (mimalloc), the reference
+PYARROW_DEFAULT_POOL = "mimalloc"
 
 
 def stages(build: Path, source: Path) -> list[tuple[str, list[str]]]:
@@ -137,12 +144,12 @@ def spawn_encoders_alone(build: Path, params: Path, way: str) -> dict[str, float
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def run_measured(command: list[str], log: Path) -> tuple[float, float]:
+def run_measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall seconds and peak resident MiB of ``command`` with all its descendants."""
     peak = 0
     started = time.perf_counter()
     with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         watched = psutil.Process(process.pid)
         done = threading.Event()
 
@@ -214,9 +221,33 @@ def run(args: argparse.Namespace) -> None:
                     alone += timed_encoders_alone(work / "build-1w", params, "before the builds' embed", list(ALONE_WAYS))
             sums[workers] = digests(build)
         sizes = counts(work / "build-1w")
+        pools = with_pyarrow_default_pool(work, source / "captions.jsonl", params)
         faster = min(alone, key=lambda timing: sum(timing["seconds"].values()))["way"]
         alone += timed_encoders_alone(work / "build-1w", params, "after both builds", [faster])
-    report(rows, sizes, sums, alone, args.quick)
+    report(rows, sizes, sums, alone, pools, args.quick)
+
+
+def with_pyarrow_default_pool(work: Path, source: Path, params: Path) -> dict[str, Any]:
+    """:data:`POOL_STAGES` again on the one-worker build's inputs under pyarrow's default pool:
+    their seconds and whether they wrote the one-worker build's bytes."""
+    build, reference = work / "build-1w", work / f"build-1w-{PYARROW_DEFAULT_POOL}"
+    reference.mkdir()
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": PYARROW_DEFAULT_POOL}
+    rows, outs = [], set()
+    for stage, command in stages(reference, source):
+        out = Path(command[command.index("--out") + 1])
+        if stage not in POOL_STAGES:
+            out.symlink_to(build / out.name, target_is_directory=True)
+            continue
+        outs.add(out.name)
+        seconds, peak_mib = run_measured(
+            ["crisscross", *command, "--params", str(params)], work / f"{stage}-{PYARROW_DEFAULT_POOL}.log", env
+        )
+        rows.append({"stage": stage, "pool": PYARROW_DEFAULT_POOL, "seconds": seconds, "peak_rss_mib": peak_mib})
+        print(f"1 worker, {PYARROW_DEFAULT_POOL}: {stage:<10} {seconds:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
+    ours, theirs = digests(build), digests(reference)
+    differing = sorted(k for k in ours.keys() | theirs.keys() if k.split("/")[0] in outs and ours.get(k) != theirs.get(k))
+    return {"stages": rows, "differing_outputs": differing}
 
 
 def timed_encoders_alone(build: Path, params: Path, when: str, ways: list[str]) -> list[dict[str, Any]]:
@@ -238,7 +269,12 @@ def encoders_floor(alone: list[dict[str, Any]]) -> float:
 
 
 def report(
-    rows: list[dict[str, Any]], sizes: dict[str, int], sums: dict[int, dict[str, str]], alone: list[dict[str, Any]], quick: bool
+    rows: list[dict[str, Any]],
+    sizes: dict[str, int],
+    sums: dict[int, dict[str, str]],
+    alone: list[dict[str, Any]],
+    pools: dict[str, Any],
+    quick: bool,
 ) -> None:
     one = {r["stage"]: r for r in rows if r["workers"] == 1}
     two = {r["stage"]: r for r in rows if r["workers"] == 2}
@@ -263,6 +299,12 @@ def report(
     )
     differing = sorted(k for k in sums[1].keys() | sums[2].keys() if sums[1].get(k) != sums[2].get(k))
     print(f"outputs of 1 and 2 workers: {len(sums[1])} files, {len(differing)} differ{': ' + ', '.join(differing) if differing else ''}")
+    for r in pools["stages"]:
+        ours = one[r["stage"]]["seconds"]
+        print(
+            f"{r['stage']} with {PYARROW_DEFAULT_POOL} (pyarrow's default pool): {r['seconds']:.1f} s; the project's pool takes {ours / r['seconds']:.2f}× that"
+        )
+    print(f"outputs under {PYARROW_DEFAULT_POOL}: {len(pools['differing_outputs'])} differ from the one-worker build's")
     path = save_result(
         "coco_scale",
         {
@@ -276,11 +318,15 @@ def report(
             "encoders_alone": alone,  # each way before the builds' embed, the faster again after both builds
             "encoders_floor_seconds": encoding,
             "build_over_encoders": total[1] / encoding,
+            "arrow_pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "the project's (crisscross.core.arrow_pool)"),
+            "pyarrow_default_pool": pools,  # POOL_STAGES again under mimalloc, after both builds
         },
     )
     print(f"→ {path}")
     if differing:
         raise SystemExit(f"the builds with 1 and 2 workers wrote different bytes: {', '.join(differing)}")
+    if pools["differing_outputs"]:
+        raise SystemExit(f"the stages under {PYARROW_DEFAULT_POOL} wrote different bytes: {', '.join(pools['differing_outputs'])}")
 
 
 if __name__ == "__main__":

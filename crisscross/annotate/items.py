@@ -51,8 +51,9 @@ def checked_candidates(
     """Rows ``start``–``stop`` of a candidates table checked one by one (:func:`_item`): each row
     is checked on its own, so ranges of a large table are checked apart, then :func:`first_items`."""
     rows = candidates.slice(start, stop - start).to_pylist()
+    kinds: dict[str, str | None] = {}  # each method's task type, looked up once (a table holds a few methods)
     pairs = (
-        _Pair(row, f"{source}:{n}", row.get("method"), method_task_type(row.get("method")), row.get("id1"), row.get("id2"), n)
+        _Pair(row, f"{source}:{n}", row.get("method"), _kind(kinds, row.get("method")), row.get("id1"), row.get("id2"), n)
         for n, row in enumerate(rows, start=start + 1)
     )
     return _checked(pairs, catalog)
@@ -123,6 +124,14 @@ def method_task_type(method: object) -> str | None:
     """The type whose ``methods`` prefix the candidate's sampling method starts with (CxC method
     names begin with the modalities of the pair: ``c2c_`` → STS)."""
     return next((kind.name for kind in task_types() for prefix in kind.methods if str(method).startswith(prefix)), None)
+
+
+def _kind(known: dict[str, str | None], method: object) -> str | None:
+    """:func:`method_task_type`, remembered in ``known`` by the method's text (what it matches on)."""
+    text = str(method)
+    if text not in known:
+        known[text] = method_task_type(text)
+    return known[text]
 
 
 def _items(checked: tuple[list[MadeItem], list[Rejected]]) -> tuple[pa.Table, list[Rejected]]:

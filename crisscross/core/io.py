@@ -38,7 +38,10 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystem import CompressedFile, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from crisscross.core import arrow_pool
 from crisscross.core.errors import InputError, UserError, one_line
+
+arrow_pool.choose()  # Arrow enters a step's process here, before its first table (see core/arrow_pool)
 
 
 @contextlib.contextmanager
