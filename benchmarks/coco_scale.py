@@ -52,6 +52,7 @@ import yaml
 
 from benchmarks import KARPATHY_PHOTOS, save_result
 from benchmarks.numeric_policy import mode_env
+from crisscross.core import arrow_pool
 from crisscross.pipelines.stage import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,7 +233,7 @@ def with_pyarrow_default_pool(work: Path, source: Path, params: Path) -> dict[st
     their seconds and whether they wrote the one-worker build's bytes."""
     build, reference = work / "build-1w", work / f"build-1w-{PYARROW_DEFAULT_POOL}"
     reference.mkdir()
-    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": PYARROW_DEFAULT_POOL}
+    env = {**os.environ, arrow_pool.CHOICE: PYARROW_DEFAULT_POOL}
     rows, outs = [], set()
     for stage, command in stages(reference, source):
         out = Path(command[command.index("--out") + 1])
@@ -318,7 +319,7 @@ def report(
             "encoders_alone": alone,  # each way before the builds' embed, the faster again after both builds
             "encoders_floor_seconds": encoding,
             "build_over_encoders": total[1] / encoding,
-            "arrow_pool": os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "the project's (crisscross.core.arrow_pool)"),
+            "arrow_pool": os.environ.get(arrow_pool.CHOICE, arrow_pool.PREFERRED),
             "pyarrow_default_pool": pools,  # POOL_STAGES again under mimalloc, after both builds
         },
     )
