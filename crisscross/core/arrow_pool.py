@@ -1,12 +1,13 @@
 """Arrow's memory pool in every process that runs the project's steps: jemalloc, where pyarrow has it.
 
-pyarrow allocates from mimalloc unless told otherwise, and mimalloc hands freed pages back to the
-system within milliseconds.  A step that builds and drops tables of hundreds of thousands of rows
-(candidates, task rows, quarantined pairs) then has the kernel zero fresh pages for it again and
-again: all of COCO's ``tasks`` stage spent 13.3 s of its 38.0 s in the kernel with mimalloc and
-4.7 s of 25.4 s with jemalloc, its ``sample`` stage took 35.6 s against 28.0 s, while ingest and
-similarity ran as fast with either (same machine and inputs; ``benchmarks/README.md``).  No output
-byte depends on the allocator.  A pool the user chose with pyarrow's own variable is kept, and a
+pyarrow allocates from mimalloc unless told otherwise, and mimalloc returns pages it no longer
+uses to the system after 10 ms.  A step that builds and drops tables of hundreds of thousands of
+rows (task rows, quarantined pairs) then has the kernel zero fresh pages for it again and again.
+All of COCO's ``tasks`` stage took 0.67× its mimalloc time with jemalloc in both pairings measured
+(25.4 s against 38.0 s, 4.7 s of it in the kernel against 13.3 s; 32.2 s against 48.3 s in
+``benchmarks/coco_scale``); ``sample`` gained in one (28.0 s against 35.6 s) and not in the other
+(42.2 s against 40.8 s); ingest, embed and similarity ran as fast with either.  No output byte
+depends on the allocator.  A pool the user chose with pyarrow's own variable is kept, and a
 pyarrow built without jemalloc keeps its default.
 """
 
