@@ -1,9 +1,10 @@
 """Arrow's memory pool in every process that runs the project's steps: jemalloc, where pyarrow has it.
 
-pyarrow allocates from mimalloc unless told otherwise, and mimalloc returns pages it no longer
-uses to the system after 10 ms.  A step that builds and drops tables of hundreds of thousands of
-rows (task rows, quarantined pairs) then has the kernel zero fresh pages for it again and again.
-All of COCO's ``tasks`` stage took 0.67× its mimalloc time with jemalloc in both pairings measured
+pyarrow allocates from mimalloc unless told otherwise.  In a step that builds and drops tables of
+hundreds of thousands of rows (task rows, quarantined pairs), mimalloc has the kernel spend seconds
+zeroing the pages it faults in, whether or not it hands unused pages back to the system (with its
+purge delay set to never, ``tasks`` spent 19.5 s in the kernel against 14.7 s); jemalloc, half or
+less of that.  All of COCO's ``tasks`` stage took 0.67× its mimalloc time with jemalloc in both pairings measured
 (25.4 s against 38.0 s, 4.7 s of it in the kernel against 13.3 s; 32.2 s against 48.3 s in
 ``benchmarks/coco_scale``); ``sample`` gained in one (28.0 s against 35.6 s) and not in the other
 (42.2 s against 40.8 s); ingest, embed and similarity ran as fast with either.  No output byte
