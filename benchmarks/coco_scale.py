@@ -319,7 +319,7 @@ def report(
             "encoders_alone": alone,  # each way before the builds' embed, the faster again after both builds
             "encoders_floor_seconds": encoding,
             "build_over_encoders": total[1] / encoding,
-            "arrow_pool": os.environ.get(arrow_pool.CHOICE, arrow_pool.PREFERRED),
+            "arrow_pool": arrow_pool.choose(),  # the backend the stages ran on (this process chose as they did)
             "pyarrow_default_pool": pools,  # POOL_STAGES again under mimalloc, after both builds
         },
     )
