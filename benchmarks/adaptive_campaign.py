@@ -143,6 +143,12 @@ def run(args: argparse.Namespace) -> None:
             else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="crisscross-bench-")))
         )
         for name, build in (("demo", demo), ("karpathy-test", karpathy)):
+            if name == "demo" and not (BUILD / "positives" / "positives.parquet").is_file():
+                print(
+                    f"  demo: skipped, no demo build at {BUILD}: build it with `DVC_NO_ANALYTICS=1 dvc repro` in the project root",
+                    flush=True,
+                )
+                continue
             began = time.perf_counter()
             sets[name] = build(replication, triage_settings, samples, args, cache, release)
             sets[name]["seconds"] = round(time.perf_counter() - began, 1)
