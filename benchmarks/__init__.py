@@ -17,6 +17,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # The real data beside the project (``shared/data``), or where ``$CRISSCROSS_SHARED_DATA`` says, as for the tests.
 SHARED_DATA = Path(os.environ.get("CRISSCROSS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 KARPATHY_PHOTOS = SHARED_DATA / "coco-images" / "karpathy-test"  # the Karpathy test split's 370 photos
+DEMO_BUILD = "DVC_NO_ANALYTICS=1 dvc repro"  # builds the demo (build/, releases/demo-simulated/) in the project root
 # The run's machine (``benchmarks.machine.measure``), set by ``python -m benchmarks`` before the first benchmark.
 RUN_MACHINE: dict[str, Any] = {}
 

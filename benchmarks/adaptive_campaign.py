@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import save_result
+from benchmarks import DEMO_BUILD, save_result
 from benchmarks.adaptive_replication import calibrated_means, simulate
 from benchmarks.machine_triage import CAPTIONS, SHARED_DATA
 from crisscross.aggregate.positives import variant_positives, variant_ranks
@@ -142,13 +142,11 @@ def run(args: argparse.Namespace) -> None:
             if getattr(args, "cache", None)
             else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="crisscross-bench-")))
         )
-        for name, build in (("demo", demo), ("karpathy-test", karpathy)):
-            if name == "demo" and not (BUILD / "positives" / "positives.parquet").is_file():
-                print(
-                    f"  demo: skipped, no demo build at {BUILD}: build it with `DVC_NO_ANALYTICS=1 dvc repro` in the project root",
-                    flush=True,
-                )
-                continue
+        builds = (("demo", demo), ("karpathy-test", karpathy))
+        if not (BUILD / "positives" / "positives.parquet").is_file():
+            print(f"  demo: skipped, no demo build at {BUILD}: build it with `{DEMO_BUILD}` in the project root", flush=True)
+            builds = builds[1:]
+        for name, build in builds:
             began = time.perf_counter()
             sets[name] = build(replication, triage_settings, samples, args, cache, release)
             sets[name]["seconds"] = round(time.perf_counter() - began, 1)

@@ -28,12 +28,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import save_result
+from benchmarks import DEMO_BUILD, save_result
 
 NAME = "release_loaders"
 RELEASE = Path(__file__).resolve().parents[1] / "releases" / "demo-simulated"
 TABLE = "judgments"
-BUILD = "DVC_NO_ANALYTICS=1 dvc repro"
 PARQUET_REPEATS = 30  # a read takes milliseconds: enough for a median on a shared host
 
 
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
         print(f"skipped: {error.name} is not installed (TFDS comes with pip install -e '.[tfds]')")
         return
     if not (RELEASE / "croissant.json").is_file():
-        print(f"skipped: no demo release at {RELEASE}: build it with `{BUILD}` in the project root")
+        print(f"skipped: no demo release at {RELEASE}: build it with `{DEMO_BUILD}` in the project root")
         return
     from crisscross.release.croissant import record_set_id
 
