@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
         figures: dict[str, dict[str, Any]] = {"sqlite": measure(str(Path(tmp) / "store.sqlite"), submits)}
     try:
         with postgres_database() as url:
-            figures["postgresql"] = measure(url, submits)
+            figures["postgresql"] = {**measure(url, submits), **connect_times(url)}
     except Unavailable as reason:
         figures["postgresql"] = {"skipped": str(reason)}
     print(
@@ -66,6 +66,12 @@ def run(args: argparse.Namespace) -> None:
             f"bare durable insert of the same {SIZE} rows (the reference) p50 {got['floor_p50_ms']:.2f} ms, "
             f"p95 {got['floor_p95_ms']:.2f} ms; submit p50 = {got['submit_over_floor']:.2f}× the reference"
         )
+        if "connect_cpu_ms" in got:
+            print(
+                f"  {backend}: a new store's connection {got['connect_cpu_ms']:.2f} ms CPU, {got['connect_wall_ms']:.2f} ms wall; "
+                f"pg8000's default connection (the reference) {got['reference_connect_cpu_ms']:.2f} ms CPU, "
+                f"{got['reference_connect_wall_ms']:.2f} ms wall; CPU {got['connect_over_reference']:.2f}× the reference"
+            )
     path = save_result(
         NAME,
         {"quick": args.quick, "items": BATCHES * SIZE, "batch_size": SIZE, "submits": submits, **figures},
@@ -108,6 +114,36 @@ def measure(location: str, submits: int) -> dict[str, float]:
         "floor_p50_ms": bare["p50"] * 1000,
         "floor_p95_ms": bare["p95"] * 1000,
         "submit_over_floor": submit["p50"] / bare["p50"],
+    }
+
+
+def connect_times(url: str, connections: int = 100) -> dict[str, float]:
+    """Per connection, in ms: a new ``Store``'s first connection and pg8000's default one, in turn."""
+    from urllib.parse import unquote, urlsplit
+
+    import pg8000.dbapi
+
+    from crisscross.annotate.store import Store
+
+    parts = urlsplit(url)
+    options = {"user": parts.username, "password": unquote(parts.password or ""), "host": parts.hostname, "port": parts.port}
+    options["database"] = parts.path.lstrip("/")
+    ways = {"store": lambda: Store(url)._connection(), "reference": lambda: pg8000.dbapi.connect(**options)}
+    cpu, wall = {name: 0.0 for name in ways}, {name: 0.0 for name in ways}
+    for _ in range(connections):
+        for name, connect in ways.items():
+            started, ticked = time.process_time(), time.perf_counter()
+            connection = connect()
+            cpu[name] += time.process_time() - started
+            wall[name] += time.perf_counter() - ticked
+            connection.close()
+    per = 1000 / connections
+    return {
+        "connect_cpu_ms": cpu["store"] * per,
+        "connect_wall_ms": wall["store"] * per,
+        "reference_connect_cpu_ms": cpu["reference"] * per,
+        "reference_connect_wall_ms": wall["reference"] * per,
+        "connect_over_reference": cpu["store"] / cpu["reference"],
     }
 
 

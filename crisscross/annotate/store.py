@@ -37,15 +37,17 @@ import hmac
 import re
 import secrets
 import sqlite3
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from crisscross.core.errors import InputError, UserError
 from crisscross.formats.schema import DEFAULT_RULES, GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, JudgmentRules
@@ -167,6 +169,48 @@ def _sqlite(path: str) -> Backend:
     return Backend("sqlite", connect, "BEGIN IMMEDIATE", "", "?", sqlite3.IntegrityError)
 
 
+# libpq's ``sslmode`` values (the default is libpq's too) and whether each checks the server's certificate.
+SSL_MODES = {"disable": False, "prefer": False, "require": False, "verify-ca": True, "verify-full": True}
+SSL_PARAMETERS = ("sslmode", "sslrootcert")
+
+
+@cache
+def tls_context(mode: str, root_cert: str | None) -> ssl.SSLContext | None:
+    """The TLS context for an ``sslmode``, made once per process and shared by every connection:
+    building one that verifies loads a CA bundle (tens of ms), which pg8000 otherwise redid for each
+    connection.  As libpq: ``require`` with a root certificate verifies the CA; only ``verify-full``
+    checks the host name."""
+    if mode == "disable":
+        return None
+    if mode == "require" and root_cert:
+        mode = "verify-ca"
+    if not SSL_MODES[mode]:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    context = ssl.create_default_context(cafile=root_cert)
+    context.check_hostname = mode == "verify-full"
+    return context
+
+
+def _ssl_settings(url: str) -> tuple[str, str | None]:
+    """``sslmode`` and ``sslrootcert`` from the URL's query, as libpq reads them; any other
+    parameter, or a mode libpq does not know, is refused rather than ignored."""
+    query = parse_qs(urlsplit(url).query, keep_blank_values=True)
+    unknown = sorted(set(query) - set(SSL_PARAMETERS))
+    where = f"database {redact(url)}"
+    if unknown:
+        raise StoreError(f"{where}: unsupported URL parameter {unknown[0]!r}; this store reads {', '.join(SSL_PARAMETERS)}")
+    mode = query.get("sslmode", ["prefer"])[-1]
+    if mode not in SSL_MODES:
+        raise StoreError(f"{where}: sslmode {mode!r} is not one of {', '.join(SSL_MODES)}")
+    root_cert = query.get("sslrootcert", [""])[-1] or None
+    if root_cert and not Path(root_cert).is_file():
+        raise StoreError(f"{where}: sslrootcert {root_cert} is not a file")
+    return mode, root_cert
+
+
 def _postgres(url: str) -> Backend:
     import pg8000.dbapi  # only where a team runs PostgreSQL
 
@@ -178,9 +222,23 @@ def _postgres(url: str) -> Backend:
         "port": parts.port or 5432,
         "database": unquote(parts.path.lstrip("/")) or None,
     }
+    mode, root_cert = _ssl_settings(url)
+    context = tls_context(mode, root_cert)
+    plain = mode == "disable"  # under "prefer", set once the server has said it offers no TLS
 
     def connect() -> Any:
-        return pg8000.dbapi.connect(**options)
+        nonlocal plain
+        if plain:
+            return pg8000.dbapi.connect(**options, ssl_context=False)
+        try:
+            return pg8000.dbapi.connect(**options, ssl_context=context)
+        except pg8000.dbapi.InterfaceError as error:
+            if str(error) != "Server refuses SSL":  # pg8000's words when the server answers the TLS request with no
+                raise
+            if mode != "prefer":
+                raise StoreError(f"the server offers no TLS, which sslmode={mode} requires") from error
+            plain = True
+            return pg8000.dbapi.connect(**options, ssl_context=False)
 
     # Two servers creating the tables at once collide in PostgreSQL's catalog: one waits for the other.
     setup = "SELECT pg_advisory_xact_lock(hashtext('crisscross store setup'))"

@@ -5,6 +5,7 @@ to build the store and the app over them."""
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,10 @@ from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.store import RATER, SessionPolicy, Store, backend_for
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id
 from crisscross.serve.app import AppConfig, Round, create_app
+
+# One TLS context for the tests' HTTP clients: httpx otherwise builds one per client, loading the CA
+# bundle (tens of ms of CPU each), though the servers here speak plain HTTP on loopback.
+LOOPBACK_TLS = ssl.create_default_context()
 
 MARKUP = '<script>alert("x")</script><b>bold</b> & <img src=x onerror=alert(1)>'
 COLOURS = ["#c0392b", "#27ae60", "#2980b9", "#f1c40f", "#8e44ad", "#16a085", "#d35400", "#7f8c8d"]

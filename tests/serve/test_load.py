@@ -30,7 +30,7 @@ import yaml
 from crisscross.annotate.store import Store
 from crisscross.formats.schema import TASKS_SCHEMA, item_id
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE
-from tests.serve.round import free_port, query
+from tests.serve.round import LOOPBACK_TLS, free_port, query
 
 RATERS = int(os.environ.get("CRISSCROSS_LOAD_RATERS", "12"))
 JUDGMENTS = int(os.environ.get("CRISSCROSS_LOAD_JUDGMENTS", "900"))
@@ -72,12 +72,13 @@ def start(argv: list[str], url: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "crisscross.pipelines.cli", *argv]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"{url}/signin", timeout=1)
-            return server
-        except httpx.TransportError:
-            time.sleep(0.1)
+    with httpx.Client(verify=LOOPBACK_TLS, timeout=1) as probe:
+        while time.monotonic() < deadline:
+            try:
+                probe.get(f"{url}/signin")
+                return server
+            except httpx.TransportError:
+                time.sleep(0.1)
     os.killpg(server.pid, signal.SIGKILL)
     raise RuntimeError(f"crisscross serve did not start: {server.stderr.read().decode()[-2000:]}")
 
@@ -126,7 +127,7 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
             errors.append(f"{response.status_code} {response.text[:200]}")
 
     warmup: list[float] = []
-    with httpx.Client(base_url=url, headers={"Origin": url}, timeout=30) as alone:
+    with httpx.Client(base_url=url, headers={"Origin": url}, timeout=30, verify=LOOPBACK_TLS) as alone:
         alone.post("/signin", data={"token": store.add_rater("alone", time.time())})
         for n in range(min(ALONE, batches // 2) + 1):  # half the batches at most, so the crowd has work
             if rated := rate_batch(alone):
@@ -135,7 +136,7 @@ def run_round(root: Path, db: str, raters: int, batches: int, size: int, kill: b
     started = time.monotonic()
 
     def rater(name: str, token: str) -> None:
-        client = httpx.Client(base_url=url, headers={"Origin": url}, timeout=30)  # as the app's pages post
+        client = httpx.Client(base_url=url, headers={"Origin": url}, timeout=30, verify=LOOPBACK_TLS)  # as the app's pages post
         while time.monotonic() - started < DEADLINE:
             try:
                 if SESSION_COOKIE not in client.cookies:

@@ -34,7 +34,7 @@ from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE
 from crisscross.pipelines import cli
 from tests.conftest import PROJECT
 from tests.serve.conftest import LiveServer
-from tests.serve.round import query, served
+from tests.serve.round import LOOPBACK_TLS, query, served
 from tests.serve.test_browser import CHROMIUM, browser, finish_batch, sign_in  # noqa: F401  (browser: the module's Chromium fixture)
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: run tools/install-system-test-deps")
@@ -98,7 +98,7 @@ def latent(item_id: str) -> float:
 
 
 def http_rater(server: LiveServer, name: str) -> httpx.Client:
-    client = httpx.Client(base_url=server.url, headers={"Origin": server.url})
+    client = httpx.Client(base_url=server.url, headers={"Origin": server.url}, verify=LOOPBACK_TLS)
     assert client.post("/signin", data={"token": server.store.add_rater(name, time.time())}).status_code == 303
     return client
 
