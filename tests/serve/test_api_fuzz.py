@@ -11,7 +11,10 @@ batch: 404; a score outside 0–5: 422), and those refusals are the point.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import (
@@ -27,7 +30,8 @@ from schemathesis.generation.meta import negated_parameters
 from crisscross.annotate.catalog import load_catalog
 from crisscross.annotate.store import Store
 from crisscross.serve.app import CSRF_HEADER, SESSION_COOKIE, AppConfig, Round, create_api, guarded
-from tests.serve.round import ORIGIN, RoundFiles, browser, tasks_table
+from tests.conftest import DATABASES
+from tests.serve.round import ORIGIN, RoundFiles, browser, make_store, tasks_table
 
 NOW = 1_800_000_000.0
 EXAMPLES = 100  # per route and mode (routes without parameters or body have no negative mode): ≥ 1,000 requests
@@ -35,43 +39,73 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 OPEN = {"rate_per_second": 1e9, "burst": 1e9, "ip_rate_per_second": 1e9, "signins_per_minute": 1e9}
 
 
-def test_every_route_holds_to_its_schema_under_generated_requests(store: Store, round_files: RoundFiles):
-    config = AppConfig(replicas=2, **OPEN)
-    api = create_api(store, Round.of(tasks_table(), load_catalog(str(round_files.items)), str(round_files.images)), config)
-    app = guarded(api, config)
-    schema = schemathesis.openapi.from_dict(api.openapi())
-    schema.app = app
-    page = browser(app)
-    token = store.add_rater("ann", NOW)
-    page.post("/signin", data={"token": token})
-    signed = {"session": page.cookies[SESSION_COOKIE], "csrf": page.get("/api/batch").json()["csrf"]}  # ann holds a batch now
-    operator_page = browser(app)
-    boss = store.add_operator("boss", NOW)
-    operator_page.post("/operator/signin", data={"token": boss})
-    signed["operator"] = operator_page.cookies[SESSION_COOKIE]
+@dataclass
+class Side:
+    """The app over one backend of the store, with a rater and an operator signed in as its pages sign in."""
+
+    backend: str
+    store: Store
+    api: Any
+    config: AppConfig
+    rater_token: str
+    operator_token: str
+    page: Any = None
+    operator_page: Any = None
+    signed: dict[str, str] = field(default_factory=dict)
+    app: Any = None  # the api behind the guards a deployment has (Origin, CSRF, rate limits)
+    statuses: list[int] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, backend: str, store: Store, round_files: RoundFiles) -> Side:
+        config = AppConfig(replicas=2, **OPEN)
+        api = create_api(store, Round.of(tasks_table(), load_catalog(str(round_files.items)), str(round_files.images)), config)
+        side = cls(backend, store, api, config, store.add_rater("ann", NOW), store.add_operator("boss", NOW))
+        side.app = guarded(api, config)
+        side.page, side.operator_page = browser(side.app), browser(side.app)
+        side.sign_in_rater()  # ann holds a batch now
+        side.sign_in_operator()
+        return side
+
+    def sign_in_rater(self) -> None:
+        self.page.post("/signin", data={"token": self.rater_token})
+        self.signed.update(session=self.page.cookies[SESSION_COOKIE], csrf=self.page.get("/api/batch").json()["csrf"])
+
+    def sign_in_operator(self) -> None:
+        self.operator_page.post("/operator/signin", data={"token": self.operator_token})
+        self.signed["operator"] = self.operator_page.cookies[SESSION_COOKIE]
+
+    def send(self, case: Any) -> Any:
+        """The case as its route's signed-in user sends it (what the case broke stays broken), checked; signed in again if it signed out."""
+        negated = {name for name, _ in negated_parameters(case._meta)}
+        session = self.signed["operator"] if case.operation.path.startswith(("/operator", "/api/operator")) else self.signed["session"]
+        cookies = {} if SESSION_COOKIE in negated else {SESSION_COOKIE: session}
+        headers = {"Origin": ORIGIN, **({} if CSRF_HEADER in negated else {CSRF_HEADER: self.signed["csrf"]})}
+        response = case.call(app=self.app, headers=headers, cookies=cookies)
+        case.validate_response(response, checks=CHECKS)
+        if self.store.session_rater(self.signed["session"], self.config.clock(), self.config.sessions) is None:
+            self.sign_in_rater()
+        if self.store.session_operator(self.signed["operator"], self.config.clock(), self.config.sessions) is None:
+            self.sign_in_operator()
+        self.statuses.append(response.status_code)
+        return response
+
+
+def test_every_route_holds_to_its_schema_under_generated_requests(request: pytest.FixtureRequest, round_files: RoundFiles):
+    """Each request is drawn once and sent to the app on every backend of the store (``DATABASES``):
+    drawing is most of the cost, and the backends must answer alike."""
+    sides = [Side.open(name, make_store(location(request)), round_files) for name, location in DATABASES.items()]
+    schema = schemathesis.openapi.from_dict(sides[0].api.openapi())
+    schema.app = sides[0].app
     sent: Counter[tuple[str, str]] = Counter()
-    statuses: Counter[int] = Counter()
     by_route: Counter[tuple[str, int]] = Counter()
 
     def fuzz(operation, mode: GenerationMode) -> None:
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
         def check(case) -> None:
-            negated = {name for name, _ in negated_parameters(case._meta)}  # what a negative case broke stays broken
-            session = signed["operator"] if operation.path.startswith(("/operator", "/api/operator")) else signed["session"]
-            cookies = {} if SESSION_COOKIE in negated else {SESSION_COOKIE: session}
-            headers = {"Origin": ORIGIN, **({} if CSRF_HEADER in negated else {CSRF_HEADER: signed["csrf"]})}
-            response = case.call(headers=headers, cookies=cookies)
-            case.validate_response(response, checks=CHECKS)
-            if store.session_rater(signed["session"], config.clock(), config.sessions) is None:  # it signed out: sign in again
-                page.post("/signin", data={"token": token})
-                signed.update(session=page.cookies[SESSION_COOKIE], csrf=page.get("/api/batch").json()["csrf"])
-            if store.session_operator(signed["operator"], config.clock(), config.sessions) is None:
-                operator_page.post("/operator/signin", data={"token": boss})
-                signed["operator"] = operator_page.cookies[SESSION_COOKIE]
+            statuses = {side.backend: side.send(case).status_code for side in sides}
             sent[(operation.label, mode.value)] += 1
-            statuses[response.status_code] += 1
-            by_route[(operation.label, response.status_code)] += 1
+            by_route.update((operation.label, status) for status in statuses.values())
 
         check()
 
@@ -81,8 +115,12 @@ def test_every_route_holds_to_its_schema_under_generated_requests(store: Store, 
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE) if negatable else (GenerationMode.POSITIVE,):
             fuzz(operation, mode)
     total = sum(sent.values())
-    print(f"schemathesis: {total} requests over {len(sent)} route × mode pairs; statuses {dict(sorted(statuses.items()))}")
-    assert total >= 1000 and statuses[500] == 0
+    for side in sides:
+        print(
+            f"schemathesis, {side.backend}: {len(side.statuses)} requests over {len(sent)} route × mode pairs; statuses {dict(sorted(Counter(side.statuses).items()))}"
+        )
+    assert total >= 1000 and all(len(side.statuses) == total and 500 not in side.statuses for side in sides)
+    assert sides[0].statuses == sides[1].statuses  # the same requests, the same answers, whichever database keeps the state
     routes = {label for label, _ in sent}
     assert len(routes) == 14  # every route of the app was fuzzed, and each got past the sign-in check
     assert {label for label, status in by_route if status not in (401, 429)} == routes
