@@ -196,7 +196,7 @@ def tls_context(mode: str, root_cert: str | None) -> ssl.SSLContext | None:
 
 def _ssl_settings(url: str) -> tuple[str, str | None]:
     """``sslmode`` and ``sslrootcert`` from the URL's query, as libpq reads them; any other
-    parameter, or a mode libpq does not know, is refused rather than ignored."""
+    parameter, or another mode (libpq's ``allow`` included), is refused rather than ignored."""
     query = parse_qs(urlsplit(url).query, keep_blank_values=True)
     unknown = sorted(set(query) - set(SSL_PARAMETERS))
     where = f"database {redact(url)}"
@@ -204,7 +204,7 @@ def _ssl_settings(url: str) -> tuple[str, str | None]:
         raise StoreError(f"{where}: unsupported URL parameter {unknown[0]!r}; this store reads {', '.join(SSL_PARAMETERS)}")
     mode = query.get("sslmode", ["prefer"])[-1]
     if mode not in SSL_MODES:
-        raise StoreError(f"{where}: sslmode {mode!r} is not one of {', '.join(SSL_MODES)}")
+        raise StoreError(f"{where}: sslmode {mode!r} is not supported; use one of {', '.join(SSL_MODES)}")
     root_cert = query.get("sslrootcert", [""])[-1] or None
     if root_cert and not Path(root_cert).is_file():
         raise StoreError(f"{where}: sslrootcert {root_cert} is not a file")

@@ -104,7 +104,7 @@ def test_modes_that_require_tls_refuse_a_server_without_it(postgres_database: st
 @pytest.mark.parametrize(
     ("query", "said"),
     [
-        ("sslmode=allow-maybe", "sslmode 'allow-maybe' is not one of disable, prefer, require, verify-ca, verify-full"),
+        ("sslmode=allow", "sslmode 'allow' is not supported; use one of disable, prefer, require, verify-ca, verify-full"),
         ("sslmode=verify-full&sslrootcert=/nowhere/ca.pem", "sslrootcert /nowhere/ca.pem is not a file"),
         ("sslcert=client.pem", "unsupported URL parameter 'sslcert'; this store reads sslmode, sslrootcert"),
     ],
