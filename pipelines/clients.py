@@ -2,8 +2,9 @@
 the ones a command cannot use; and IPython, which Beam imports when a pipeline first runs.
 
 Beam's import loads Google's clients (the ``dataflow`` extra: BigQuery, Cloud Storage, Pub/Sub;
-about a third of its import time) and boto3 (Amazon S3, where a machine has it) whether or not a
-pipeline reaches those services.  A stage command hides the clients its flags and params give it
+about a third of its import time), its own BigQuery connector (with or without Google's clients),
+boto3 (Amazon S3, where a machine has it) and MongoDB's client (a dependency of Beam's) whether or
+not a pipeline reaches those services.  A stage command hides the clients its flags and params give it
 no use for (:func:`unused_clients`) while it imports its stage (``cli.import_stage``), and its
 local worker processes start the same way (:mod:`crisscross.pipelines.sdk_worker`, told through
 :data:`HIDDEN_ENV`).  Beam then skips their connectors, as in an install without them.
@@ -15,6 +16,7 @@ IPython where it is installed (:func:`unused_shell`): a command hides it while i
 from __future__ import annotations
 
 import importlib.abc
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -36,13 +38,16 @@ class ServiceClients:
     probe: str
     schemes: tuple[str, ...] = ()
     runners: tuple[str, ...] = ()
+    logger: str = ""  # Beam's logger that warns, as it imports, when the packages are missing: quiet while they are hidden
 
 
-SERVICE_CLIENTS = (
-    # Beam's gcp extra (the dataflow extra): Cloud Storage, BigQuery, Pub/Sub, the Dataflow runner
-    ServiceClients(("google.cloud",), "google.cloud.storage", schemes=("gs://",), runners=("dataflow",)),
-    ServiceClients(("boto3",), "boto3", schemes=("s3://",)),  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
-)
+# Beam's gcp extra (the dataflow extra): Cloud Storage, BigQuery, Pub/Sub, the Dataflow runner, and Google's API
+# toolkit; with them, Beam's own BigQuery connector, which Beam imports even where the extra is not installed
+GOOGLE = ServiceClients(("google.cloud", "apitools", "apache_beam.io.gcp.bigquery"), "google.cloud.storage", ("gs://",), ("dataflow",))
+AMAZON = ServiceClients(("boto3",), "boto3", ("s3://",))  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
+# MongoDB's client, which Beam requires (for its MongoDB connector) and warns of when it is missing
+MONGODB = ServiceClients(("pymongo", "bson"), "pymongo", ("mongodb://", "mongodb+srv://"), logger="apache_beam.io.mongodbio")
+SERVICE_CLIENTS = (GOOGLE, AMAZON, MONGODB)
 
 
 IPYTHON = "IPython"
@@ -96,15 +101,22 @@ def _within(name: str, packages: tuple[str, ...]) -> bool:
 @contextmanager
 def without(*packages: str) -> Iterator[None]:
     """Imports made inside see ``packages`` as not installed (also when a namespace ``.pth`` loaded
-    one at start-up); afterwards they are back as they were, and later imports find them."""
+    one at start-up), and Beam does not warn that hidden clients are missing; afterwards they are
+    back as they were, and later imports find them."""
     absent = _Absent(packages)
     loaded = {name: sys.modules.pop(name) for name in list(sys.modules) if _within(name, packages)}
+    quiet = [logging.getLogger(c.logger) for c in SERVICE_CLIENTS if c.logger and set(c.packages) <= set(packages)]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
     sys.meta_path.insert(0, absent)
     try:
         yield
     finally:
         sys.meta_path.remove(absent)
         sys.modules.update(loaded)
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
 
 
 @contextmanager

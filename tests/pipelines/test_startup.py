@@ -58,21 +58,24 @@ def test_the_command_freezes_what_it_imported_and_in_process_callers_do_not() ->
 
 
 def test_a_command_keeps_the_clients_of_the_services_its_flags_or_params_name(tmp_path: Path) -> None:
-    from crisscross.pipelines.clients import unused_clients
+    from crisscross.pipelines.clients import AMAZON, GOOGLE, MONGODB, unused_clients
 
     local, google, amazon = tmp_path / "local.yaml", tmp_path / "google.yaml", tmp_path / "amazon.yaml"
     local.write_text("embed:\n  text_encoders: [use-m3]\n")
     google.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: gs://bucket/vectors.npy}\n")
     amazon.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: S3://bucket/vectors.npy}\n")
-    both = ("google.cloud", "boto3")
-    assert unused_clients(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"]) == both
-    assert unused_clients(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")]) == both  # the stage says it is missing
-    assert unused_clients(["--in", "build/items", "--runner=DataflowRunner"]) == unused_clients(["--runner", "dataflow"]) == ("boto3",)
-    assert unused_clients(["--in", "gs://bucket/items", "--out", "build/x"]) == unused_clients(["--temp_location=gs://b/tmp"]) == ("boto3",)
-    assert unused_clients(["--in", "build/items", "--params", str(google)]) == unused_clients([f"--params={google}"]) == ("boto3",)
-    assert unused_clients(["--in", "s3://bucket/items"]) == unused_clients(["--params", str(amazon)]) == ("google.cloud",)
-    assert unused_clients(["--in", "s3://bucket/items", "--runner=DataflowRunner"]) == ()
-    assert unused_clients(["--par", str(google)]) == unused_clients([f"--param={google}"]) == ("boto3",)  # argparse's abbreviations
+    g, a, m = GOOGLE.packages, AMAZON.packages, MONGODB.packages
+    assert g == ("google.cloud", "apitools", "apache_beam.io.gcp.bigquery") and a == ("boto3",) and m == ("pymongo", "bson")
+    every = g + a + m
+    assert unused_clients(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"]) == every
+    assert unused_clients(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")]) == every  # the stage says it is missing
+    assert unused_clients(["--in", "build/items", "--runner=DataflowRunner"]) == unused_clients(["--runner", "dataflow"]) == a + m
+    assert unused_clients(["--in", "gs://bucket/items", "--out", "build/x"]) == unused_clients(["--temp_location=gs://b/tmp"]) == a + m
+    assert unused_clients(["--in", "build/items", "--params", str(google)]) == unused_clients([f"--params={google}"]) == a + m
+    assert unused_clients(["--in", "s3://bucket/items"]) == unused_clients(["--params", str(amazon)]) == g + m
+    assert unused_clients(["--in", "mongodb://db/items"]) == unused_clients(["--in", "MongoDB+srv://db/x"]) == g + a
+    assert unused_clients(["--in", "s3://bucket/items", "--runner=DataflowRunner", "--out=mongodb://db/x"]) == ()
+    assert unused_clients(["--par", str(google)]) == unused_clients([f"--param={google}"]) == a + m  # argparse's abbreviations
 
 
 def cloud_modules_after(statement: str) -> list[str]:
@@ -122,9 +125,33 @@ def test_a_command_without_s3_paths_imports_beam_without_boto3() -> None:
     assert [run.stdout.split()[-1] for run in runs.values()] == ["False", "True"]  # boto3 stays importable after the import
 
 
+def test_a_command_without_mongodb_urls_imports_beam_without_its_mongodb_client_nor_its_bigquery_connector() -> None:
+    """MongoDB's client is Beam's own requirement, and Beam imports its BigQuery connector whether or not
+    Google's clients are installed: a command that names neither service starts without them, Beam's
+    warning that the MongoDB client is missing is not shown (even with ``--debug``), and both stay
+    importable afterwards."""
+    code = (
+        "import sys\nfrom crisscross.pipelines import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(*(m in sys.modules for m in ('pymongo', 'apache_beam.io.gcp.bigquery')))\n"
+        "import pymongo, apache_beam.io.gcp.bigquery\nprint(apache_beam.io.gcp.bigquery.WriteToBigQuery.__name__)\n"
+    )
+    runs = {
+        flag: subprocess.run([sys.executable, "-c", code, "derive", "--debug", "--help", *flag], capture_output=True, text=True, check=True)
+        for flag in ((), ("--in=mongodb://db/x",), ("--in=gs://bucket/x",))
+    }
+    assert all("bson" not in run.stderr and "Failed to import" not in run.stderr for run in runs.values()), [
+        r.stderr for r in runs.values()
+    ]
+    assert [run.stdout.splitlines()[-2:] for run in runs.values()] == [
+        ["False False", "WriteToBigQuery"],
+        ["True False", "WriteToBigQuery"],
+        ["False True", "WriteToBigQuery"],
+    ]
+
+
 def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from crisscross.pipelines import cli
-    from crisscross.pipelines.clients import HIDDEN_ENV
+    from crisscross.pipelines.clients import HIDDEN_ENV, SERVICE_CLIENTS
 
     told = []
 
@@ -140,16 +167,17 @@ def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(
         == cli.main(["derive", "--debug", "--in", "s3://b/x", "--runner=DataflowRunner"])
         == 0
     )
-    assert told == ["google.cloud boto3", ""] and HIDDEN_ENV not in os.environ  # told while the stage runs, and only then
+    every = " ".join(package for clients in SERVICE_CLIENTS for package in clients.packages)
+    assert told == [every, "pymongo bson"] and HIDDEN_ENV not in os.environ  # told while the stage runs, and only then
     monkeypatch.setenv(HIDDEN_ENV, "before")
     assert cli.main(["derive", "--debug", "--in", "gs://b/x"]) == 0
-    assert told[-1] == "boto3" and os.environ[HIDDEN_ENV] == "before"  # a value set before is put back
+    assert told[-1] == "boto3 pymongo bson" and os.environ[HIDDEN_ENV] == "before"  # a value set before is put back
 
 
 def test_local_worker_processes_start_as_their_command_did() -> None:
     """Other processes, running ``stage.LOCAL_WORKER`` with Beam's objects frozen, without the
     clients the command hid (where they are installed: without them that part holds trivially)."""
-    from crisscross.pipelines.clients import HIDDEN_ENV
+    from crisscross.pipelines.clients import HIDDEN_ENV, SERVICE_CLIENTS
     from crisscross.pipelines.stage import LOCAL_WORKER
 
     code = (
@@ -157,16 +185,16 @@ def test_local_worker_processes_start_as_their_command_did() -> None:
         "import apache_beam as beam\n"
         "from crisscross.pipelines.stage import make_pipeline\n"
         "def where(x):\n"
-        "    loaded = tuple(m for m in ('google.cloud.storage', 'boto3') if m in sys.modules)\n"
+        "    loaded = tuple(m for m in ('google.cloud.storage', 'boto3', 'pymongo', 'apache_beam.io.gcp.bigquery') if m in sys.modules)\n"
         "    return os.getpid(), sys.modules['__main__'].__spec__.name, gc.get_freeze_count() > 0, loaded\n"
         "with make_pipeline(['--direct_num_workers=2', '--direct_running_mode=multi_processing']) as p:\n"
         "    seen = p | beam.Create(range(8)) | beam.Reshuffle() | beam.Map(where) | beam.combiners.ToList()\n"
         "    seen | beam.Map(lambda seen: print(sorted(set(seen)), flush=True))\n"
         "print(os.getpid())\n"
     )
-    env = {**os.environ, HIDDEN_ENV: "google.cloud boto3"}
+    env = {**os.environ, HIDDEN_ENV: " ".join(package for clients in SERVICE_CLIENTS for package in clients.packages)}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=300)
-    assert "Failed to import" not in run.stderr, run.stderr[-2000:]
+    assert "Failed to import" not in run.stderr and "bson" not in run.stderr, run.stderr[-2000:]  # nor Beam's warning of a hidden client
     *_, seen, parent = run.stdout.splitlines()
     workers = ast.literal_eval(seen)
     assert workers and all(pid != int(parent) for pid, *_ in workers), workers
