@@ -9,6 +9,7 @@ ids, in file orientation (the first id is the rated pair's query).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
     needed = [*spec.columns, SCORE, METHOD]
     rows: list[tuple[str, str, float, str, str]] = []
     rejected: list[Rejected] = []
+    parse = functools.cache(_COCO.parse)  # each id is on many rows: parsed once per file
     try:
         text = io.read_bytes(str(path)).decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -102,20 +104,21 @@ def read_cxc_file(path: str | Path, task: str) -> tuple[pd.DataFrame, list[Rejec
                 rejected.append(reject("row", "", "malformed-row", problem, where, row))
                 continue
             try:
-                a, b = (_COCO.parse(row[c], k) for c, k in zip(spec.columns, spec.kinds, strict=True))
+                a, b = (parse(row[c], k) for c, k in zip(spec.columns, spec.kinds, strict=True))
             except IdFormError as error:
                 rejected.append(reject("row", "", "bad-id", str(error), where, row))
                 continue
-            key = item_id(task, a, b)
             try:
                 score = float(row[SCORE])
             except ValueError:
                 score = math.nan
             if not math.isfinite(score):
-                rejected.append(reject("row", key, "bad-score", f"{SCORE} {row[SCORE]!r} is not a finite number", where, row))
+                detail = f"{SCORE} {row[SCORE]!r} is not a finite number"
+                rejected.append(reject("row", item_id(task, a, b), "bad-score", detail, where, row))
                 continue
             if not SCORE_MIN <= score <= SCORE_MAX:
-                rejected.append(reject("row", key, "score-out-of-range", f"{SCORE} {score} outside [{SCORE_MIN}, {SCORE_MAX}]", where, row))
+                detail = f"{SCORE} {score} outside [{SCORE_MIN}, {SCORE_MAX}]"
+                rejected.append(reject("row", item_id(task, a, b), "score-out-of-range", detail, where, row))
                 continue
             rows.append((a, b, score, row[METHOD].strip(), where))
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS)), rejected
