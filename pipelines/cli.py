@@ -11,7 +11,7 @@ import sys
 
 from crisscross import __version__
 from crisscross.core.errors import InputError, UserError, one_line
-from crisscross.pipelines.clients import unused_clients, unused_shell, without, workers_without
+from crisscross.pipelines.clients import imported_later, unused_clients, unused_shell, without, workers_without
 from crisscross.pipelines.registry import module_of, stages
 
 # Errors a user can fix from the message alone: one line on stderr, exit status 2, no traceback
@@ -87,7 +87,8 @@ def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, .
     Beam imports service clients at start-up whenever they are installed (Google's: about a third
     of its import time; boto3: a tenth of a stage's ``--help``; benchmarks/stage_startup.py).  A
     command hides those it cannot use (:mod:`crisscross.pipelines.clients`), and so do its local
-    worker processes.  The clients stay importable for anything that asks later in the run, but
+    worker processes; the Beam modules a pipeline imports later that would load them are imported
+    now, without them.  The clients stay importable for anything that asks later in the run, but
     Beam's S3 filesystem, once imported without boto3, stays so for the run: hence any ``s3://``
     in flags or params keeps it.  A Dataflow job's workers import Beam whole.
 
@@ -102,6 +103,8 @@ def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, .
     gc.disable()
     try:
         with without(*hidden):
+            for name in imported_later(hidden):
+                importlib.import_module(name)
             return importlib.import_module(module_name)
     finally:
         if freeze:

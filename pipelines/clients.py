@@ -30,23 +30,34 @@ PARAMS_FLAG = "--params"
 
 @dataclass(frozen=True)
 class ServiceClients:
-    """Client packages Beam imports at start-up whenever they are installed, the module whose
-    presence says they are (``probe``), and what in a command says it may use them: a URL scheme
-    among its flags or in its params file, or a runner named among its flags."""
+    """Client packages Beam imports at start-up whenever they are installed (with Beam's own modules
+    that are of no use without them), the module whose presence says they are (``probe``), and what
+    in a command says it may use them: a URL scheme among its flags or in its params file, or a
+    runner named among its flags."""
 
     packages: tuple[str, ...]
     probe: str
     schemes: tuple[str, ...] = ()
     runners: tuple[str, ...] = ()
-    logger: str = ""  # Beam's logger that warns, as it imports, when the packages are missing: quiet while they are hidden
+    logger: str = ""  # Beam's logger that warns, as it imports, when the packages are missing: off while they are hidden
+    # Beam modules its start-up imports only along with a hidden one, but a pipeline's construction imports
+    # again; imported while the packages are hidden, as a start-up without them would have
+    later: tuple[str, ...] = ()
 
 
 # Beam's gcp extra (the dataflow extra): Cloud Storage, BigQuery, Pub/Sub, the Dataflow runner, and Google's API
-# toolkit; with them, Beam's own BigQuery connector, which Beam imports even where the extra is not installed
-GOOGLE = ServiceClients(("google.cloud", "apitools", "apache_beam.io.gcp.bigquery"), "google.cloud.storage", ("gs://",), ("dataflow",))
-AMAZON = ServiceClients(("boto3",), "boto3", ("s3://",))  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
+# toolkit; with them, Beam's own BigQuery connector, which Beam imports even where the extra is not installed.
+# Without that connector Beam's start-up skips its Pub/Sub module too, which reading or writing files imports.
+GOOGLE = ServiceClients(
+    ("google.cloud", "apitools", "apache_beam.io.gcp.bigquery"),
+    "google.cloud.storage",
+    schemes=("gs://",),
+    runners=("dataflow",),
+    later=("apache_beam.io.gcp.pubsub",),
+)
+AMAZON = ServiceClients(("boto3",), "boto3", schemes=("s3://",))  # Amazon S3, wherever boto3 is installed (Beam's aws extra)
 # MongoDB's client, which Beam requires (for its MongoDB connector) and warns of when it is missing
-MONGODB = ServiceClients(("pymongo", "bson"), "pymongo", ("mongodb://", "mongodb+srv://"), logger="apache_beam.io.mongodbio")
+MONGODB = ServiceClients(("pymongo", "bson"), "pymongo", schemes=("mongodb://", "mongodb+srv://"), logger="apache_beam.io.mongodbio")
 SERVICE_CLIENTS = (GOOGLE, AMAZON, MONGODB)
 
 
@@ -98,25 +109,35 @@ def _within(name: str, packages: tuple[str, ...]) -> bool:
     return any(name == package or name.startswith(f"{package}.") for package in packages)
 
 
+def _hidden(packages: tuple[str, ...]) -> list[ServiceClients]:
+    """The registry's entries whose packages are all among ``packages``."""
+    return [clients for clients in SERVICE_CLIENTS if set(clients.packages) <= set(packages)]
+
+
+def imported_later(packages: tuple[str, ...]) -> tuple[str, ...]:
+    """The Beam modules (:attr:`ServiceClients.later`) to import while ``packages`` are hidden."""
+    return tuple(name for clients in _hidden(packages) for name in clients.later)
+
+
 @contextmanager
 def without(*packages: str) -> Iterator[None]:
     """Imports made inside see ``packages`` as not installed (also when a namespace ``.pth`` loaded
-    one at start-up), and Beam does not warn that hidden clients are missing; afterwards they are
-    back as they were, and later imports find them."""
+    one at start-up), and Beam's loggers that warn of hidden clients (:attr:`ServiceClients.logger`)
+    are off; afterwards all is back as it was, and later imports find the packages."""
     absent = _Absent(packages)
     loaded = {name: sys.modules.pop(name) for name in list(sys.modules) if _within(name, packages)}
-    quiet = [logging.getLogger(c.logger) for c in SERVICE_CLIENTS if c.logger and set(c.packages) <= set(packages)]
-    levels = [logger.level for logger in quiet]
+    quiet = [logging.getLogger(clients.logger) for clients in _hidden(packages) if clients.logger]
+    was = [logger.disabled for logger in quiet]
     for logger in quiet:
-        logger.setLevel(logging.ERROR)
+        logger.disabled = True
     sys.meta_path.insert(0, absent)
     try:
         yield
     finally:
         sys.meta_path.remove(absent)
         sys.modules.update(loaded)
-        for logger, level in zip(quiet, levels, strict=True):
-            logger.setLevel(level)
+        for logger, disabled in zip(quiet, was, strict=True):
+            logger.disabled = disabled
 
 
 @contextmanager

@@ -404,15 +404,15 @@ def test_cxc_release_loader_keeps_both_orders_as_one_item_and_rejects_bad_rows(t
     release = load_cxc_release(tmp_path, "test")
     items, judgments, rejected = release
     assert items.schema == TASKS_SCHEMA and judgments.schema == JUDGMENTS_SCHEMA
-    reasons = [(r.reason, r.source) for r in rejected]
+    reasons = [(r.reason, r.key, r.source) for r in rejected]
     assert reasons == [
-        ("bad-id", "sts_test.csv:3"),
-        ("bad-score", "sts_test.csv:4"),
-        ("score-out-of-range", "sts_test.csv:5"),
-        ("bad-score", "sts_test.csv:6"),
-        ("malformed-row", "sts_test.csv:7"),
-        ("malformed-row", "sts_test.csv:8"),
-        ("malformed-row", "sts_test.csv:9"),
+        ("bad-id", "", "sts_test.csv:3"),
+        ("bad-score", "sts:coco:cap:13|coco:cap:14", "sts_test.csv:4"),
+        ("score-out-of-range", "sts:coco:cap:13|coco:cap:15", "sts_test.csv:5"),
+        ("bad-score", "sts:coco:cap:13|coco:cap:16", "sts_test.csv:6"),
+        ("malformed-row", "", "sts_test.csv:7"),
+        ("malformed-row", "", "sts_test.csv:8"),
+        ("malformed-row", "", "sts_test.csv:9"),
     ]
     assert rejected[-1].detail.startswith("not readable CSV: field larger than field limit")
     j = judgments.to_pandas()

@@ -65,7 +65,6 @@ def test_a_command_keeps_the_clients_of_the_services_its_flags_or_params_name(tm
     google.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: gs://bucket/vectors.npy}\n")
     amazon.write_text("embed:\n  text_encoders:\n    - {name: mine, kind: precomputed, path: S3://bucket/vectors.npy}\n")
     g, a, m = GOOGLE.packages, AMAZON.packages, MONGODB.packages
-    assert g == ("google.cloud", "apitools", "apache_beam.io.gcp.bigquery") and a == ("boto3",) and m == ("pymongo", "bson")
     every = g + a + m
     assert unused_clients(["--in", "build/items", "--out", "build/x", "--params", str(local), "--direct_num_workers=2"]) == every
     assert unused_clients(["--in", "build/items", "--params", str(tmp_path / "absent.yaml")]) == every  # the stage says it is missing
@@ -147,6 +146,35 @@ def test_a_command_without_mongodb_urls_imports_beam_without_its_mongodb_client_
         ["True False", "WriteToBigQuery"],
         ["False True", "WriteToBigQuery"],
     ]
+
+
+def test_a_command_s_pipeline_reading_and_writing_files_loads_none_of_the_hidden_clients(tmp_path: Path) -> None:
+    """Reading or writing files makes Beam import its Pub/Sub module when the pipeline is built, long
+    after the command's start-up: it is imported at start-up with the clients hidden
+    (``ServiceClients.later``), so the run loads none of them; a ``gs://`` flag keeps Google's."""
+    pytest.importorskip("google.cloud.pubsub", reason="Google's clients are Beam's gcp extra: the dataflow extra")
+    code = (
+        "import os, sys\nfrom crisscross.pipelines import cli\n"
+        "def run(args):\n"
+        "    import apache_beam as beam, pyarrow as pa, pyarrow.parquet as pq\n"
+        f"    folder = {str(tmp_path)!r}\n"
+        "    pq.write_table(pa.table({'x': [1, 2]}), os.path.join(folder, 'in.parquet'))\n"
+        "    with beam.Pipeline() as p:\n"
+        "        rows = p | beam.io.ReadFromParquet(os.path.join(folder, 'in.parquet')) | beam.Map(str)\n"
+        "        rows | beam.io.WriteToText(os.path.join(folder, 'out'))\n"
+        "    loaded = {m for m in sys.modules if m.startswith(('google.cloud.', 'apitools', 'pymongo', 'bson'))}\n"
+        "    print(sorted({m.split('.')[0] if not m.startswith('google.') else '.'.join(m.split('.')[:3]) for m in loaded}))\n"
+        "stage = type('Stage', (), {'main': staticmethod(run)})\n"
+        "imported = cli.import_stage\n"
+        "cli.import_stage = lambda name, **kwargs: imported('apache_beam', **kwargs) and stage\n"
+        "cli.main(['derive', '--debug', *sys.argv[1:]])\n"
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", code, *flags], capture_output=True, text=True, check=True, timeout=300)
+        for flags in ((), ("--in=gs://bucket/x",))
+    ]
+    assert runs[0].stdout.splitlines()[-1] == "[]", runs[0].stderr[-2000:]
+    assert "google.cloud.pubsub" in runs[1].stdout.splitlines()[-1], runs[1].stderr[-2000:]  # the control: Beam loads it
 
 
 def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
