@@ -19,6 +19,7 @@ from crisscross.pipelines.registry import module_of, stages
 USER_ERRORS = (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 USAGE_ERROR = 2
 DEBUG_FLAG = "--debug"
+BEAM = "apache_beam"
 
 
 def port_number(text: str) -> int:
@@ -103,9 +104,11 @@ def import_stage(module_name: str, *, freeze: bool = False, hidden: tuple[str, .
     gc.disable()
     try:
         with without(*hidden):
-            for name in imported_later(hidden):
-                importlib.import_module(name)
-            return importlib.import_module(module_name)
+            module = importlib.import_module(module_name)
+            if BEAM in sys.modules:  # commands that run no pipeline (browse, worker-pool) start without Beam
+                for name in imported_later(hidden):
+                    importlib.import_module(name)
+            return module
     finally:
         if freeze:
             gc.freeze()

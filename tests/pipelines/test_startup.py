@@ -177,6 +177,18 @@ def test_a_command_s_pipeline_reading_and_writing_files_loads_none_of_the_hidden
     assert "google.cloud.pubsub" in runs[1].stdout.splitlines()[-1], runs[1].stderr[-2000:]  # the control: Beam loads it
 
 
+def test_a_command_that_runs_no_pipeline_starts_without_beam() -> None:
+    code = (
+        "import sys\nfrom crisscross.pipelines import cli\nfrom crisscross.pipelines.clients import unused_clients\n"
+        "from crisscross.pipelines.registry import module_of\n"
+        "for name in ('browse', 'worker-pool', 'derive'):\n"
+        "    cli.import_stage(module_of(name), hidden=unused_clients([]))\n"
+        "    print('apache_beam' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "False", "True"]
+
+
 def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from crisscross.pipelines import cli
     from crisscross.pipelines.clients import HIDDEN_ENV, SERVICE_CLIENTS
