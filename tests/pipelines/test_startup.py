@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from crisscross.pipelines.clients import SERVICE_CLIENTS
 from crisscross.pipelines.registry import module_of, stages
 
+HIDDEN_BY_DEFAULT = " ".join(package for clients in SERVICE_CLIENTS for package in clients.packages)  # no service named
 HEAVY = ("torch", "tensorflow", "matplotlib", "faiss", "sentence_transformers", "fastapi", "scipy", "numba", "mlcroissant")
 
 
@@ -191,7 +193,7 @@ def test_a_command_that_runs_no_pipeline_starts_without_beam() -> None:
 
 def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from crisscross.pipelines import cli
-    from crisscross.pipelines.clients import HIDDEN_ENV, SERVICE_CLIENTS
+    from crisscross.pipelines.clients import HIDDEN_ENV
 
     told = []
 
@@ -207,8 +209,7 @@ def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(
         == cli.main(["derive", "--debug", "--in", "s3://b/x", "--runner=DataflowRunner"])
         == 0
     )
-    every = " ".join(package for clients in SERVICE_CLIENTS for package in clients.packages)
-    assert told == [every, "pymongo bson"] and HIDDEN_ENV not in os.environ  # told while the stage runs, and only then
+    assert told == [HIDDEN_BY_DEFAULT, "pymongo bson"] and HIDDEN_ENV not in os.environ  # told while the stage runs, and only then
     monkeypatch.setenv(HIDDEN_ENV, "before")
     assert cli.main(["derive", "--debug", "--in", "gs://b/x"]) == 0
     assert told[-1] == "boto3 pymongo bson" and os.environ[HIDDEN_ENV] == "before"  # a value set before is put back
@@ -217,7 +218,7 @@ def test_a_command_runs_its_stage_with_its_hidden_clients_told_to_local_workers(
 def test_local_worker_processes_start_as_their_command_did() -> None:
     """Other processes, running ``stage.LOCAL_WORKER`` with Beam's objects frozen, without the
     clients the command hid (where they are installed: without them that part holds trivially)."""
-    from crisscross.pipelines.clients import HIDDEN_ENV, SERVICE_CLIENTS
+    from crisscross.pipelines.clients import HIDDEN_ENV
     from crisscross.pipelines.stage import LOCAL_WORKER
 
     code = (
@@ -232,7 +233,7 @@ def test_local_worker_processes_start_as_their_command_did() -> None:
         "    seen | beam.Map(lambda seen: print(sorted(set(seen)), flush=True))\n"
         "print(os.getpid())\n"
     )
-    env = {**os.environ, HIDDEN_ENV: " ".join(package for clients in SERVICE_CLIENTS for package in clients.packages)}
+    env = {**os.environ, HIDDEN_ENV: HIDDEN_BY_DEFAULT}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=300)
     assert "Failed to import" not in run.stderr and "bson" not in run.stderr, run.stderr[-2000:]  # nor Beam's warning of a hidden client
     *_, seen, parent = run.stdout.splitlines()
