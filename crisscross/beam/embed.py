@@ -136,8 +136,9 @@ def build_encoder(spec: str, modality: str) -> Encoder:
 def shared_lanes(handle: Shared, spec: str, modality: str, threads: int, lanes: int) -> Lanes:
     """``lanes`` loaded copies of a model encoder, built once per process for a ``Shared`` handle and
     used by every ``DoFn`` instance holding that handle (the runner makes several; each used to load
-    its own copy).  Another pipeline has another handle and loads its own, so timings and tests that
-    run several pipelines in one process each pay (and see) a real load.
+    its own copy).  Another pipeline has another handle and loads its own copies, though what a model
+    only reads and its encoder keeps once per process (use-m3's weights and vocabulary, GloVe's
+    index) is not read again.
     """
 
     def load() -> Lanes:

