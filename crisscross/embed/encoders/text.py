@@ -123,6 +123,15 @@ def _glove_table(root: Path, dim: int) -> tuple[np.ndarray, dict[str, int]]:
     return vectors, vocabulary
 
 
+def forget_shared_loads() -> None:
+    """Drop what loads in this process share (use-m3's weights and vocabulary, GloVe's index), so the
+    next load reads them again: for a timing that must include a model load, as a new process has it."""
+    from crisscross.embed.encoders.word_viterbi import parsed_tokenizer
+
+    for cached in (_use_m3_weights, _glove_table, parsed_tokenizer):
+        cached.cache_clear()
+
+
 def glove_tokens(text: str, vocabulary: dict[str, int] | None = None) -> list[str]:
     """Tokens of ``text`` by the module's rules; with a vocabulary, unknown compounds are split."""
     tokens = _GLOVE_TOKEN.findall(text.lower().replace("\u2019", "'"))

