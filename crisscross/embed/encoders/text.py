@@ -89,7 +89,7 @@ class UseM3Encoder(Encoder):
 
 
 def _use_m3_backend(weights: str, tokenizer: Any, threads: int) -> Any:
-    """use-m3's forward pass over weights read once per process (0.4 s and 90 MB a copy): every
+    """use-m3's forward pass over weights read once per process (0.4 s and 75 MiB a copy): every
     lane's backend computes from the same arrays, which the package only reads, with its own
     tokenizer and thread limit."""
     backend = copy.copy(_use_m3_weights(weights))
