@@ -142,8 +142,8 @@ def without(*packages: str) -> Iterator[None]:
 
 @contextmanager
 def workers_without(packages: tuple[str, ...]) -> Iterator[None]:
-    """Local worker processes started inside (:mod:`crisscross.pipelines.sdk_worker`) hide
-    ``packages`` too; afterwards the environment is as it was."""
+    """Local worker processes started inside (:mod:`crisscross.pipelines.sdk_worker`,
+    :mod:`crisscross.pipelines.serve_worker`) hide ``packages`` too; afterwards the environment is as it was."""
     before = os.environ.get(HIDDEN_ENV)
     os.environ[HIDDEN_ENV] = " ".join(packages)
     try:

@@ -199,7 +199,7 @@ def _app(flags: argparse.Namespace, load: bool) -> Any:
 
 
 def app_from_environment() -> Any:
-    """The app of one worker process of ``serve --workers N`` (uvicorn's factory)."""
+    """The app of one worker process of ``serve --workers N`` (:func:`crisscross.pipelines.serve_worker.app`)."""
     return _app(_server_parser().parse_args(json.loads(os.environ[SERVE_ARGS])), load=False)
 
 
@@ -229,9 +229,11 @@ def run_server(argv: list[str]) -> None:
         return
     from uvicorn.supervisors import Multiprocess
 
+    from crisscross.pipelines import serve_worker
+
     os.environ[SERVE_ARGS] = json.dumps(argv)
     config = uvicorn.Config(
-        f"{__name__}:app_from_environment",
+        f"{serve_worker.__name__}:{serve_worker.app.__name__}",  # Beam without the clients this command hid
         factory=True,
         workers=flags.workers,
         host=flags.host,

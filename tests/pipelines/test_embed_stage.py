@@ -147,20 +147,20 @@ def output_files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != "report.json"}
 
 
-def test_same_output_bytes_with_one_lane_or_three(demo_dir: Path, tmp_path: Path) -> None:
+def test_same_output_bytes_with_one_lane_or_three(photo_items: Path, tmp_path: Path) -> None:
     """The numeric policy fixes one BLAS / torch thread per computation (``embed.threads: 1``) and the
     cores come from lanes encoding whole batches side by side, so one lane and three write the same
-    bytes, for every encoder (two worker processes: ``tests/test_readme_commands.py``)."""
-    ingest.main(["--in", str(demo_dir / "captions.jsonl"), "--images", str(demo_dir / "images"), "--out", str(tmp_path / "items")])
-    encoders = {"text_encoders": ["bow-glove50", "use-m3"], "image_encoders": ["efficientnet-lite0"], "batch_size": 16}
+    bytes, for every encoder (two worker processes: ``tests/test_readme_commands.py``). Batches of
+    eight spread each encoder's items over the three lanes."""
+    encoders = {"text_encoders": ["bow-glove50", "use-m3"], "image_encoders": ["efficientnet-lite0"], "batch_size": 8}
     for lanes in (1, 3):
         (tmp_path / f"p{lanes}.json").write_text(json.dumps({"embed": encoders | {"lanes": lanes}}))
-    one_report = run_embed(tmp_path / "items", tmp_path / "one", tmp_path / "p1.json")
-    run_embed(tmp_path / "items", tmp_path / "three", tmp_path / "p3.json")
+    one_report = run_embed(photo_items, tmp_path / "one", tmp_path / "p1.json")
+    run_embed(photo_items, tmp_path / "three", tmp_path / "p3.json")
     one, three = output_files(tmp_path / "one"), output_files(tmp_path / "three")
     assert len(one) == 3 * 5 + 2
     assert three == one
-    assert one_report["encoders"]["image:efficientnet-lite0"]["sets"] == {"images": 97}
+    assert one_report["encoders"]["image:efficientnet-lite0"]["sets"] == {"images": PHOTOS}
 
 
 def test_embed_pipeline_translates_for_dataflow_without_credentials(demo_dir: Path, tmp_path: Path) -> None:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -171,6 +175,44 @@ def test_serve_hands_its_workers_a_tcp_socket(tmp_path: Path, round_files: Round
     argv = ["--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite")]
     serve.run_server([*argv, "--workers", "2", "--port", str(port)])
     assert handed == [(socket.AF_INET, socket.IPPROTO_TCP, port)]
+
+
+def test_a_serve_worker_builds_its_app_without_the_clients_the_command_hid(
+    tmp_path: Path, round_files: RoundFiles, monkeypatch: pytest.MonkeyPatch
+):
+    """Each worker of ``serve --workers N`` imports its app as the command imported its stage, Beam
+    without the service clients the command hid (``serve_worker``); importing ``serve`` itself, as the
+    factory's module, loads Google's clients where the dataflow extra is installed."""
+    pytest.importorskip("google.cloud.storage", reason="without the dataflow extra there are no Google clients to hide")
+    import uvicorn.supervisors
+
+    started: dict[str, Any] = {}
+
+    class Supervisor:  # uvicorn's, recording what each worker process would be given instead of starting them
+        def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+            started.update(app=config.app, env=dict(os.environ))
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr(uvicorn.supervisors, "Multiprocess", Supervisor)
+    monkeypatch.setenv(serve.SERVE_ARGS, "")  # what run_server sets for its workers, undone after the test
+    argv = ["--tasks", str(round_files.tasks), "--items", str(round_files.items), "--db", str(tmp_path / "r.sqlite")]
+    assert cli.main(["serve", *argv, "--workers", "2", "--port", str(free_port())]) == 0
+    clients = ("google.cloud.storage", "boto3", "pymongo")
+    worker = "import sys; from uvicorn.importer import import_from_string; app = import_from_string(sys.argv[1])(); "
+    loaded = "print(type(app).__name__, *(name for name in sys.argv[2:] if name in sys.modules))"
+    started_as_worker = subprocess.run(
+        [sys.executable, "-c", worker + loaded, str(started["app"]), *clients], env=started["env"], capture_output=True, text=True
+    )
+    monkeypatch.setenv(serve.SERVE_ARGS, started["env"][serve.SERVE_ARGS])
+    assert started_as_worker.stdout.split() == [type(serve.app_from_environment()).__name__], started_as_worker.stderr[-2000:]
+    imported_whole = subprocess.run(
+        [sys.executable, "-c", "import sys, crisscross.pipelines.serve; print('google.cloud.storage' in sys.modules)"],
+        capture_output=True,
+        text=True,
+    )
+    assert imported_whole.stdout.strip() == "True", imported_whole.stderr[-2000:]
 
 
 def test_a_postgres_database_that_cannot_be_opened_is_one_line_without_its_password(
