@@ -19,7 +19,12 @@ from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, parse_args, run_stage, worker_processes, write_quarantine
 from crisscross.similarity.neighbours import measured_recall, prepare
 
-STAGE = Stage(name="similarity", order=30, description="embeddings → top-K neighbours per space (S^C, S^V), exact or approximate")
+STAGE = Stage(
+    name="similarity",
+    order=30,
+    description="embeddings → top-K neighbours per space (S^C, S^V), exact or approximate",
+    one_local_process=True,  # the exact blocks run on every core of a process, HNSW on faiss's threads
+)
 
 
 @dataclass(frozen=True)

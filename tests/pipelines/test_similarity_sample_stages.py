@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.transforms.environments import EmbeddedPythonEnvironment
 
 from crisscross.core.ids import CocoIdScheme
 from crisscross.embed.sets import EmbeddingSet
 from crisscross.pipelines import ingest, sample, similarity
+from crisscross.pipelines.stage import for_the_runner, make_pipeline, parse_args, run_stage, worker_processes
 
 
 @pytest.mark.xdist_group("karpathy")
@@ -84,14 +88,35 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
     assert "4630 with pixels missing" in report["summary"]["image/efficientnet-lite0/images"]
 
 
+MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def test_similarity_runs_in_one_local_process_however_many_are_asked_for():
+    """Its blocks already use every core of a process: more local processes would only add start-up."""
+    args, notes = for_the_runner(similarity.STAGE, MULTI)
+    runner = make_pipeline(args).runner
+    assert worker_processes(args) == 1 and isinstance(runner._default_environment, EmbeddedPythonEnvironment)  # no worker command
+    assert notes == (f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: its steps already use every core of a process",)
+    assert for_the_runner(sample.STAGE, MULTI) == (MULTI, ())  # a stage that gains from a second process keeps it
+    portable = [*MULTI, "--runner=PortableRunner", "--job_endpoint=localhost:8099"]
+    assert for_the_runner(similarity.STAGE, portable) == (portable, ())  # a named runner's workers are other machines
+    assert for_the_runner(similarity.STAGE, ["--direct_num_workers=2"]) == (["--direct_num_workers=2"], ())
+
+
 @pytest.mark.xdist_group("karpathy")
-def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, shared_data: Path, tmp_path: Path):
-    """Ingest (its source read in two parts), similarity and sample on two worker processes write the one-process build's bytes."""
+def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Ingest (its source read in two parts), similarity and sample on two worker processes write the
+    one-process build's bytes.  The similarity command runs in one process (its summary says so), so
+    its steps run on two here with that declaration off, as a runner of other machines runs them."""
     params = ["--params", str(karpathy_test / "params.json")]
-    multi = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
     source, photos = shared_data / "coco-karpathy" / "test5k.jsonl", shared_data / "coco-images" / "karpathy-test"
-    ingest.main(["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *multi])  # as the build's, without params
-    similarity.main(["--in", str(karpathy_test / "embeddings"), "--out", str(tmp_path / "similarity"), *params, *multi])
+    ingest.main(["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *MULTI])  # as the build's, without params
+    similarity_argv = ["--in", str(karpathy_test / "embeddings"), "--out", str(tmp_path / "similarity"), *params, *MULTI]
+    similarity.main([*similarity_argv[:3], str(tmp_path / "one-process"), *similarity_argv[4:]])
+    assert "note: ran in one local process" in capsys.readouterr().out
+    on_two = parse_args(dataclasses.replace(similarity.STAGE, one_local_process=False), similarity_argv, similarity.SimilaritySettings)
+    assert worker_processes(on_two.beam_args) == 2 and not on_two.notes
+    run_stage(on_two, similarity.build, similarity.report)
     sample.main(
         [
             "--in",
@@ -101,14 +126,14 @@ def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, shared_da
             "--out",
             str(tmp_path / "candidates"),
             *params,
-            *multi,
+            *MULTI,
         ]
     )
-    for stage in ("items", "similarity", "candidates"):
+    for stage, written in (("items", "items"), ("similarity", "similarity"), ("similarity", "one-process"), ("candidates", "candidates")):
         ours = sorted(p.relative_to(karpathy_test / stage) for p in (karpathy_test / stage).rglob("*") if p.is_file())
-        assert ours == sorted(p.relative_to(tmp_path / stage) for p in (tmp_path / stage).rglob("*") if p.is_file())
+        assert ours == sorted(p.relative_to(tmp_path / written) for p in (tmp_path / written).rglob("*") if p.is_file())
         for name in ours:
-            mine, theirs = karpathy_test / stage / name, tmp_path / stage / name
+            mine, theirs = karpathy_test / stage / name, tmp_path / written / name
             if name.name == "report.json":  # its summary names the output folder, which differs
                 assert {**json.loads(mine.read_text()), "summary": 0} == {**json.loads(theirs.read_text()), "summary": 0}
             else:
