@@ -11,7 +11,9 @@ Each stage is timed as a whole command (Python start-up, Beam, model loading, wr
 peak memory is the largest sum of the resident sets of the command and every process under it
 (the worker processes with two workers), sampled every 0.1 s.  **The reference is the one-worker
 build in the same run**: ``2w / 1w`` is the two-worker time over the one-worker time (0.5 would
-be perfect on two cores).  The one-worker seconds, times the cores each stage keeps busy, are
+be perfect on two cores).  Every command is given the two-worker flags; the similarity command,
+whose block pool already keeps every core of one process busy, runs in one process anyway and
+says so in its summary (``Stage.one_local_process``), so it cannot lose to a second worker's start.  The one-worker seconds, times the cores each stage keeps busy, are
 the core-seconds the README's "Running on a cluster" costing divides among workers.  Both builds
 must write the same bytes (every file but the timing reports), or the run fails after writing
 the JSON.
