@@ -1,11 +1,12 @@
 """The ingest composite: source file → validated images, captions, and a quarantine.
 
-Steps (each labelled): read with the named reader → check caption text (and length) and image
-paths (confined to the images folder) → keep the first of duplicate caption ids → join captions
-to their images, keeping the first of duplicate image ids (unknown images, images without
-captions) → look up image files.  Every rejected record leaves through the ``rejected`` output;
-nothing is dropped.  An image refused for its path is refused before the join, so its captions
-are rejected as ``unknown-image``, like the captions of any image the source did not give usably.
+Steps (each labelled): read with the named reader → check image paths (confined to the images
+folder) and look up and decode image files, on the worker's threads while the next records are read
+→ check caption text (and length) → keep the first of duplicate caption ids → join captions to their
+images, keeping the first of duplicate image ids (unknown images, images without captions).  Every
+rejected record leaves through the ``rejected`` output; nothing is dropped.  An image refused for
+its path is refused before the join, so its captions are rejected as ``unknown-image``, like the
+captions of any image the source did not give usably.
 
 A source a :class:`LineReader` reads (JSON Lines) is read in ``parts``, each on whichever worker
 the runner gives it; the parts' image sightings meet by image-id shard, where each image is
@@ -20,16 +21,18 @@ thousand Beam elements rather than a few million; the library functions see one 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import apache_beam as beam
+from apache_beam.utils.windowed_value import WindowedValue
 
-from crisscross.beam.common import REJECTED, by_shard, default_threads, route, unpacked
+from crisscross.beam.common import REJECTED, by_shard, default_threads, in_global_window, route, unpacked
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import ImageSighting, LineReader, settle_image
-from crisscross.ingest.records import CaptionRecord, ImageRecord
+from crisscross.ingest.records import PIXELS_UNCHECKED, CaptionRecord, ImageRecord
 from crisscross.ingest.validate import (
     DEFAULT_MAX_TEXT_LENGTH,
     check_caption_text,
@@ -110,15 +113,13 @@ def _read_again(keyed: tuple[int, Iterable[ImageRecord]], reader: LineReader, pa
     return reader.contradictions(path, part, parts, {first.image_id: first for first in firsts})
 
 
-def _check(batch: list[Any], images_dir: str | None, max_text_length: int, root: str | None) -> Iterator[Any]:
-    """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), checked
-    images by image-id shard (tag ``images``)."""
+def _check(batch: list[Any], max_text_length: int) -> Iterator[Any]:
+    """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), images
+    (:class:`CheckFiles` checked them) by image-id shard (tag ``images``)."""
     captions, images = [], []
     for record in batch:
         if isinstance(record, CaptionRecord):
             record = check_caption_text(record, max_text_length)
-        elif isinstance(record, ImageRecord):
-            record = check_image_path(record, images_dir, root)
         if isinstance(record, Rejected):
             yield record
         else:
@@ -137,31 +138,57 @@ def _first_captions(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
 
 
 def _join(keyed: tuple[int, dict[str, Iterable[bytes]]]) -> Iterator[Any]:
-    """One image-id shard: its images (first of each id) with their captions, as one batch each."""
+    """One image-id shard: its images (first of each id, with what :class:`CheckFiles` found) with
+    their captions, as one batch each.  An image the join refuses is quarantined as the source gave
+    it: its file was looked at only because the join comes after the checks."""
     grouped = keyed[1]
-    images, captions, rejected = join_all(
-        (i for part in grouped["images"] for i in unpacked(part)), (c for part in grouped["captions"] for c in unpacked(part))
-    )
+    checked = [i for part in grouped["images"] for i in unpacked(part)]
+    as_read = [i.with_pixels(PIXELS_UNCHECKED) for i in checked]
+    found = {id(read): image for read, image in zip(as_read, checked, strict=True)}  # the join keeps one of the records it is given
+    images, captions, rejected = join_all(as_read, (c for part in grouped["captions"] for c in unpacked(part)))
     yield from rejected
     if images:
-        yield beam.pvalue.TaggedOutput("images", images)
+        yield beam.pvalue.TaggedOutput("images", [(found[id(image)], n) for image, n in images])
         yield captions
 
 
+def check_images(records: list[Any], images_dir: str | None, root: str | None) -> list[Any]:
+    """``records`` with each image's path checked and, where it stays in the folder, its file looked
+    at and decoded: an image becomes its checked record or its reject; other records stay as they are."""
+    checked = []
+    for record in records:
+        if isinstance(record, ImageRecord):
+            record = check_image_path(record, images_dir, root)
+            if isinstance(record, ImageRecord):
+                record = check_image_file(record, images_dir, root)
+        checked.append(record)
+    return checked
+
+
 class CheckFiles(beam.DoFn):
-    """Each image's file looked at and decoded (``check_image_file``) on the worker's share of its
-    cores: Pillow decodes outside the interpreter lock, so a worker's threads decode side by side.
-    A batch comes out in the order it came in, whatever the threads' timing."""
+    """Each batch's images checked (:func:`check_images`) on the worker's share of its cores while
+    the batches after it are read: Pillow decodes outside the interpreter lock, so the threads decode
+    beside the thread that parses.  Batches leave in the order they came, once checked; a few more
+    than the threads are in flight, so memory stays bounded."""
 
     def __init__(self, images_dir: str | None, root: str | None, processes: int) -> None:
         self._images_dir, self._root, self._processes = images_dir, root, processes
 
     def setup(self) -> None:
-        self._pool = ThreadPoolExecutor(default_threads(self._processes), thread_name_prefix="check-files")
+        self._threads = default_threads(self._processes)
+        self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="check-files")
 
-    def process(self, images: list[tuple[ImageRecord, int]]) -> Iterator[list[tuple[ImageRecord, int]]]:
-        checked = self._pool.map(lambda record: check_image_file(record, self._images_dir, self._root), (image for image, _ in images))
-        yield [(image, n_captions) for image, (_, n_captions) in zip(checked, images, strict=True)]
+    def start_bundle(self) -> None:
+        self._pending: deque[Future[list[Any]]] = deque()
+
+    def process(self, batch: list[Any]) -> Iterator[list[Any]]:
+        self._pending.append(self._pool.submit(check_images, batch, self._images_dir, self._root))
+        while len(self._pending) > self._threads + 1:
+            yield self._pending.popleft().result()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        while self._pending:
+            yield in_global_window(self._pending.popleft().result())
 
     def teardown(self) -> None:
         self._pool.shutdown()
@@ -198,10 +225,10 @@ class IngestItems(beam.PTransform):
         batches, settling = self._read(pbegin)
         checked = route(
             "Check",
-            batches,
+            batches | "CheckFiles" >> beam.ParDo(CheckFiles(self._images_dir, self._root, self._processes)),
             STAGE,
             _check,
-            args=(self._images_dir, self._max_text_length, self._root),
+            args=(self._max_text_length,),
             many=True,
             tags=("captions", "images"),
         )
@@ -210,13 +237,8 @@ class IngestItems(beam.PTransform):
         )
         joined = {"images": checked.images, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
         joined = route("Join", joined, STAGE, _join, many=True, tags=("images",))
-        images = (
-            joined.images
-            | "SpreadFileChecks" >> beam.Reshuffle()
-            | "CheckFiles" >> beam.ParDo(CheckFiles(self._images_dir, self._root, self._processes))
-        )
         rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED], *settling) | "AllRejected" >> beam.Flatten()
-        return IngestOutputs(images=images, captions=joined.kept, rejected=rejected)
+        return IngestOutputs(images=joined.images, captions=joined.kept, rejected=rejected)
 
     def _read(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, tuple[beam.PCollection, ...]]:
         """Batches of the source's records, and the rejects of settling its parts' images (none when read whole)."""

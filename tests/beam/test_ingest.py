@@ -51,7 +51,8 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path,
     images_dir = tmp_path / "images"
     images_dir.mkdir()
     photo = sorted(test_photos.glob("*.jpg"))[0]
-    (images_dir / "COCO_val2014_000000000001.jpg").write_bytes(photo.read_bytes())
+    for image_id in (1, 2):  # image 2's file is checked before the join refuses the image
+        (images_dir / f"COCO_val2014_{image_id:012d}.jpg").write_bytes(photo.read_bytes())
 
     with TestPipeline() as pipeline:
         outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir), batch=batch, parts=parts)
@@ -85,6 +86,13 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path,
                 ]
             ),
             label="rejected",
+        )
+        assert_that(  # a refused image is quarantined as the source gave it, not as its file check found it
+            outputs.rejected
+            | beam.Filter(lambda r: r.reason == "no-captions" and r.key == "coco:img:2")
+            | beam.Map(lambda r: {k: json.loads(r.record)[k] for k in ("path", "pixels", "width")}),
+            equal_to([{"path": "", "pixels": "unchecked", "width": 0}]),
+            label="refused-as-read",
         )
 
 
