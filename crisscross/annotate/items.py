@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.core.ids import IdFormError, split_id
-from crisscross.core.quarantine import Rejected, reject
+from crisscross.core.quarantine import Rejected, RejectedBatch, reject, rejected_batch
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, NOT_GOLD, TASKS_SCHEMA, item_id, ordered_pair
 from crisscross.tasktypes import task_type, task_types
+from crisscross.tasktypes.base import TaskType
 from crisscross.tasktypes.verify import VERIFY
 
 SAMPLING_GOLD = "gold"
@@ -28,8 +29,7 @@ VERIFY_METHOD = "retrieved"  # default sampling_method of VERIFY pairs (ECCV: mo
 ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", "position")])
 
 
-@dataclass(frozen=True)
-class _Pair:
+class _Pair(NamedTuple):  # a tuple, not a dataclass: one per candidate row, so its making counts
     record: Mapping[str, Any]
     source: str  # "<file>:<row number>"
     method: str | None
@@ -37,6 +37,40 @@ class _Pair:
     first: str | None
     second: str | None
     position: int  # the row's number in its table
+
+
+class _Checks:
+    """The catalog, and what :func:`_item` learns of each id and task type, remembered for the rows
+    of one call: ids recur (COCO's 123k images fill 1.5M id slots of its candidates), so each
+    rule is asked once per distinct value."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._kinds: dict[str, tuple[str, str]] = {}  # id → (its kind, "") or ("", why it is not a canonical id)
+        self._problems: dict[str, tuple[str, str] | None] = {}
+        self._types: dict[str, TaskType] = {}
+
+    def id_kind(self, value: str) -> tuple[str, str]:
+        """(kind, "") of a canonical id, ("", the :class:`IdFormError`'s message) of anything else."""
+        found = self._kinds.get(value)
+        if found is None:
+            try:
+                found = (split_id(value)[1], "")
+            except IdFormError as error:
+                found = ("", str(error))
+            self._kinds[value] = found
+        return found
+
+    def problem(self, value: str) -> tuple[str, str] | None:
+        """:meth:`Catalog.problem`."""
+        if value not in self._problems:
+            self._problems[value] = self.catalog.problem(value)
+        return self._problems[value]
+
+    def task_type(self, name: str) -> TaskType:
+        if name not in self._types:
+            self._types[name] = task_type(name)
+        return self._types[name]
 
 
 def items_from_candidates(candidates: pa.Table, catalog: Catalog, source: str = "candidates.parquet") -> tuple[pa.Table, list[Rejected]]:
@@ -47,7 +81,7 @@ def items_from_candidates(candidates: pa.Table, catalog: Catalog, source: str = 
 
 def checked_candidates(
     candidates: pa.Table, catalog: Catalog, start: int, stop: int, source: str = "candidates.parquet"
-) -> tuple[list[MadeItem], list[Rejected]]:
+) -> tuple[list[MadeItem], RejectedBatch]:
     """Rows ``start``–``stop`` of a candidates table checked one by one (:func:`_item`): each row
     is checked on its own, so ranges of a large table are checked apart, then :func:`first_items`."""
     rows = candidates.slice(start, stop - start).to_pylist()
@@ -56,7 +90,7 @@ def checked_candidates(
         _Pair(row, f"{source}:{n}", row.get("method"), _kind(kinds, row.get("method")), row.get("id1"), row.get("id2"), n)
         for n, row in enumerate(rows, start=start + 1)
     )
-    return _checked(pairs, catalog)
+    return _checked(pairs, _Checks(catalog))
 
 
 def verify_items(
@@ -68,7 +102,7 @@ def verify_items(
         _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"), n)
         for n, row in enumerate(pairs.to_pylist(), start=1)
     )
-    return _items(_checked(rows, catalog))
+    return _items(_checked(rows, _Checks(catalog)))
 
 
 def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "batches.parquet") -> tuple[pa.Table, list[Rejected]]:
@@ -82,6 +116,7 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
     formed_gold: dict[str, set[str]] = {}
     rejected: list[Rejected] = []
     seen: dict[str, str] = {}
+    checks = _Checks(catalog)
     for n, row in enumerate(batches.to_pylist(), start=1):
         where, batch = f"{source}:{n}", str(row.get("batch_id"))
         gold = row.get("gold") or NOT_GOLD
@@ -93,7 +128,7 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
         formed_gold.setdefault(batch, set()).add(gold)
         made = _item(
             _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id"), n),
-            catalog,
+            checks,
         )
         if isinstance(made, tuple):
             reason, detail, key = made
@@ -134,7 +169,7 @@ def _kind(known: dict[str, str | None], method: object) -> str | None:
     return known[text]
 
 
-def _items(checked: tuple[list[MadeItem], list[Rejected]]) -> tuple[pa.Table, list[Rejected]]:
+def _items(checked: tuple[list[MadeItem], RejectedBatch]) -> tuple[pa.Table, list[Rejected]]:
     """Checked rows (:func:`_checked`) → one item per distinct ``item_id``, the first row (in input
     order) providing its method, and every reject.
 
@@ -145,7 +180,7 @@ def _items(checked: tuple[list[MadeItem], list[Rejected]]) -> tuple[pa.Table, li
     """
     made, rejected = checked
     items, duplicates = first_items(made)
-    return items, rejected + duplicates
+    return items, rejected.rejected() + duplicates
 
 
 @dataclass(frozen=True)
@@ -159,18 +194,18 @@ class MadeItem:
     item: dict[str, str]
 
 
-def _checked(pairs: Iterable[_Pair], catalog: Catalog) -> tuple[list[MadeItem], list[Rejected]]:
-    """Each pair's item, or its reject; numbered in the order given."""
+def _checked(pairs: Iterable[_Pair], checks: _Checks) -> tuple[list[MadeItem], RejectedBatch]:
+    """Each pair's item, or its reject (all of them as one batch: most of a large table may be)."""
     made: list[MadeItem] = []
-    rejected: list[Rejected] = []
+    rejected: list[tuple[str, str, str, str, Mapping[str, Any]]] = []
     for pair in pairs:
-        item = _item(pair, catalog)
+        item = _item(pair, checks)
         if isinstance(item, tuple):
             reason, detail, key = item
-            rejected.append(reject("pair", key, reason, detail, pair.source, pair.record))
+            rejected.append((key, reason, detail, pair.source, pair.record))
         else:
             made.append(MadeItem(pair.position, pair.source, pair.record, item))
-    return made, rejected
+    return made, rejected_batch("pair", rejected)
 
 
 def first_items(made: Iterable[MadeItem]) -> tuple[pa.Table, list[Rejected]]:
@@ -188,21 +223,21 @@ def first_items(made: Iterable[MadeItem]) -> tuple[pa.Table, list[Rejected]]:
     return pa.Table.from_pylist([kept[k].item for k in sorted(kept)], schema=ITEMS_SCHEMA), rejected
 
 
-def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str]:
+def _item(pair: _Pair, checks: _Checks) -> dict[str, str] | tuple[str, str, str]:
     """The item row, or (reason, detail, key) when the pair cannot be one."""
     key = f"{pair.first}|{pair.second}"
-    missing = [name for name, value in (("method", pair.method), ("first id", pair.first), ("second id", pair.second)) if not value]
-    if missing:
+    if not (pair.method and pair.first and pair.second):
+        missing = [name for name, value in (("method", pair.method), ("first id", pair.first), ("second id", pair.second)) if not value]
         return "missing-field", f"no {', '.join(missing)}", key
     if pair.kind is None:
         known = ", ".join(f"{p}*" for kind in task_types() for p in kind.methods)
         return "unknown-method", f"method {pair.method!r} maps to no task type (known: {known})", key
-    try:
-        kinds = (split_id(str(pair.first))[1], split_id(str(pair.second))[1])
-    except IdFormError as error:
-        return "bad-id", str(error), key
-    info = task_type(pair.kind)
     ids = (str(pair.first), str(pair.second))
+    (first_kind, first_error), (second_kind, second_error) = checks.id_kind(ids[0]), checks.id_kind(ids[1])
+    if first_error or second_error:
+        return "bad-id", first_error or second_error, key
+    kinds = (first_kind, second_kind)
+    info = checks.task_type(pair.kind)
     if sorted(kinds) != sorted(info.kinds):
         return "wrong-kind", f"{pair.kind} pairs {info.kinds[0]}–{info.kinds[1]} ids, got {kinds[0]}–{kinds[1]}", key
     if kinds != info.kinds:  # a cross-modal pair given in the other order
@@ -210,10 +245,10 @@ def _item(pair: _Pair, catalog: Catalog) -> dict[str, str] | tuple[str, str, str
     if ids[0] == ids[1]:
         return "self-pair", f"{pair.method} pairs {ids[0]} with itself", key
     for value in ids:
-        problem = catalog.problem(value)
+        problem = checks.problem(value)
         if problem:
             return (*problem, key)
-    unshowable = info.unshowable(ids[0], ids[1], catalog)
+    unshowable = info.unshowable(ids[0], ids[1], checks.catalog)
     if unshowable:
         return (*unshowable, key)
     return item_row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)

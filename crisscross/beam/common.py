@@ -21,7 +21,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from crisscross.core import io
-from crisscross.core.quarantine import Rejected, rejected_rows, sorted_quarantine
+from crisscross.core.quarantine import Rejected, RejectedBatch, rejected_rows, sorted_quarantine
 
 REJECTED = "rejected"
 T = TypeVar("T")
@@ -29,7 +29,8 @@ SHARDS = 64  # groups per sharded shuffle: enough to spread over many workers, f
 
 
 class RouteRejected(beam.DoFn):
-    """Send :class:`Rejected` elements to the ``rejected`` output, counted by reason; pass the rest.
+    """Send :class:`Rejected` elements (and :class:`RejectedBatch` ones, many rejects each) to the
+    ``rejected`` output, counted by reason; pass the rest.
 
     Functions that return a record *or* a ``Rejected`` (or an iterable mixing both) are wrapped
     with this, so no step can drop a record without it showing up in the quarantine.
@@ -43,8 +44,9 @@ class RouteRejected(beam.DoFn):
     def process(self, element, *args):  # unannotated: Beam's type check reads hints on *args as a tuple
         produced = element if self._fn is None else self._fn(element, *args)
         for item in produced if self._many else (produced,):
-            if isinstance(item, Rejected):  # tagged outputs of fn pass through untouched
-                Metrics.counter(self._stage, f"rejected/{item.kind}/{item.reason}").inc()
+            if isinstance(item, (Rejected, RejectedBatch)):  # tagged outputs of fn pass through untouched
+                for (kind, reason), n in item.counts().items():
+                    Metrics.counter(self._stage, f"rejected/{kind}/{reason}").inc(n)
                 yield beam.pvalue.TaggedOutput(REJECTED, item)
             else:
                 yield item

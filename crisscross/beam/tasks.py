@@ -37,10 +37,11 @@ ITEM_RANGE = 65_536  # candidate rows checked per element: all of COCO's 750k ar
 
 
 def _check_range(bounds: tuple[int, int], inputs: PerWorker[tuple[pa.Table, Catalog]]) -> Iterator[Any]:
-    """One range of candidate rows checked: its rejects and the items it makes (``MadeItem``)."""
+    """One range of candidate rows checked: its rejects (one batch) and the items it makes (``MadeItem``)."""
     candidates, catalog = inputs.get()
     made, rejected = checked_candidates(candidates, catalog, *bounds)
-    yield from rejected
+    if rejected.table.num_rows:
+        yield rejected
     yield from made
 
 

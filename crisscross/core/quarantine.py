@@ -26,20 +26,53 @@ class Rejected:
     source: str  # "file:line", or the table / encoder it came from
     record: str  # the original record as JSON, so nothing is lost
 
+    def counts(self) -> Counter[tuple[str, str]]:
+        """How many rejects it is by (kind, reason): one."""
+        return Counter({(self.kind, self.reason): 1})
+
 
 QUARANTINE_SCHEMA = pa.schema([(name, pa.string()) for name in Rejected.__dataclass_fields__])
+_RECORD_JSON = json.JSONEncoder(sort_keys=True, default=str).encode  # what json.dumps would build anew for every record
 
 
 def reject(kind: str, key: object, reason: str, detail: str, source: str, record: object) -> Rejected:
     """Build a :class:`Rejected`, serialising the original record to JSON."""
-    return Rejected(
-        kind=kind,
-        key="" if key is None else str(key),
-        reason=reason,
-        detail=detail,
-        source=source,
-        record=record if isinstance(record, str) else json.dumps(record, sort_keys=True, default=str),
-    )
+    return Rejected(kind=kind, key=_key_text(key), reason=reason, detail=detail, source=source, record=_record_text(record))
+
+
+def _key_text(key: object) -> str:
+    return "" if key is None else str(key)
+
+
+def _record_text(record: object) -> str:
+    """The original record as JSON with sorted keys (what JSON cannot say, as its ``str``); text as it is."""
+    return record if isinstance(record, str) else _RECORD_JSON(record)
+
+
+@dataclass(frozen=True)
+class RejectedBatch:
+    """Many rejects as one table (:data:`QUARANTINE_SCHEMA`), routed, counted and written as one
+    element: a step refusing most of a large table (tasks: the candidate pairs of images without
+    pixels) then builds no object per record, and the runner moves one element, not one per reject."""
+
+    table: pa.Table
+
+    def counts(self) -> Counter[tuple[str, str]]:
+        """How many rejects it holds by (kind, reason)."""
+        groups = self.table.group_by(["kind", "reason"]).aggregate([([], "count_all")]).to_pydict()
+        return Counter(dict(zip(zip(groups["kind"], groups["reason"], strict=True), groups["count_all"], strict=True)))
+
+    def rejected(self) -> list[Rejected]:
+        """Its rejects as objects, in its order, for a caller that looks at them one by one."""
+        return [Rejected(**row) for row in self.table.to_pylist()]
+
+
+def rejected_batch(kind: str, rows: Iterable[tuple[object, str, str, str, object]]) -> RejectedBatch:
+    """Rejects of one ``kind`` from (key, reason, detail, source, record) rows, each as :func:`reject` makes it."""
+    listed = list(rows)
+    keys, reasons, details, sources, records = ([row[i] for row in listed] for i in range(5))
+    columns = [[kind] * len(listed), [_key_text(k) for k in keys], reasons, details, sources, [_record_text(r) for r in records]]
+    return RejectedBatch(pa.table(columns, schema=QUARANTINE_SCHEMA))
 
 
 def relative_source(source: str, root: str) -> str:
@@ -48,14 +81,23 @@ def relative_source(source: str, root: str) -> str:
     return os.path.relpath(path, root) + colon + where if os.path.isabs(path) else source
 
 
-def rejected_rows(rejected: Iterable[Rejected], root: str | None = None) -> pa.Table:
-    """Rows in the given order; with ``root`` (the launching directory: workers read absolute
-    paths) sources name files relative to it, so the bytes do not depend on where the project lives."""
-    rows = list(rejected)
-    columns = {name: [getattr(r, name) for r in rows] for name in QUARANTINE_SCHEMA.names}
+def rejected_rows(rejected: Iterable[Rejected | RejectedBatch], root: str | None = None) -> pa.Table:
+    """Rows of the single rejects in the given order, then the batches' in theirs; with ``root``
+    (the launching directory: workers read absolute paths) sources name files relative to it, so
+    the bytes do not depend on where the project lives."""
+    rows: list[Rejected] = []
+    batches: list[pa.Table] = []
+    for r in rejected:
+        if isinstance(r, RejectedBatch):
+            batches.append(r.table)
+        else:
+            rows.append(r)
+    single = pa.table({name: [getattr(r, name) for r in rows] for name in QUARANTINE_SCHEMA.names}, schema=QUARANTINE_SCHEMA)
+    table = pa.concat_tables([single, *batches]).combine_chunks() if batches else single
     if root:
-        columns["source"] = [relative_source(source, root) for source in columns["source"]]
-    return pa.table(columns, schema=QUARANTINE_SCHEMA)
+        sources = [relative_source(source, root) for source in table.column("source").to_pylist()]
+        table = table.set_column(QUARANTINE_SCHEMA.get_field_index("source"), "source", pa.array(sources, pa.string()))
+    return table
 
 
 def sorted_quarantine(parts: Iterable[pa.Table]) -> pa.Table:

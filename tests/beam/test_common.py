@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from crisscross.beam.common import SHARDS, WholeTable, by_shard, gather, shard_of, unpacked, unpacking
 from crisscross.core.io import read_parquet
-from crisscross.core.quarantine import Rejected, quarantine_table, reject
+from crisscross.core.quarantine import Rejected, RejectedBatch, quarantine_table, reject, rejected_batch
 from crisscross.pipelines.stage import QUARANTINE, write_quarantine
 
 
@@ -71,3 +71,21 @@ def test_the_quarantine_is_written_in_shards_where_rejects_are_made_and_merged_a
     assert read_parquet(str(tmp_path / QUARANTINE)).equals(quarantine_table(made, str(tmp_path)))
     assert read_parquet(str(tmp_path / QUARANTINE)).column("source").to_pylist()[-5:] == [f"in.csv:{i}" for i in range(5)]
     assert sorted(path.name for path in tmp_path.iterdir()) == [QUARANTINE]
+
+
+def test_a_batch_of_rejects_is_routed_as_one_element_counted_per_reason_and_written_like_single_rejects(tmp_path) -> None:
+    rows = [(f"k{i}", "bad" if i % 3 else "worse", "d", f"{tmp_path}/in.csv:{i}", {"i": i}) for i in range(7)]
+    made = [reject("pair", *row) for row in rows]
+
+    def step(path: str) -> list[object]:
+        return ["kept", rejected_batch("pair", rows[:5]), *made[5:]]
+
+    p = TestPipeline()
+    outputs = p | "Step" >> WholeTable("demo", step, "t.parquet")
+    assert_that(outputs.rejected | beam.Map(lambda r: isinstance(r, RejectedBatch)), equal_to([True, False, False]), label="Elements")
+    write_quarantine(outputs.rejected, str(tmp_path), str(tmp_path))
+    result = p.run()
+    result.wait_until_finish()
+    counted = result.metrics().query(beam.metrics.MetricsFilter().with_namespace("demo"))["counters"]
+    assert {(c.key.metric.name, c.committed) for c in counted} == {("rejected/pair/bad", 4), ("rejected/pair/worse", 3)}
+    assert read_parquet(str(tmp_path / QUARANTINE)).equals(quarantine_table(made, str(tmp_path)))

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+from collections import Counter
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crisscross.core.quarantine import Rejected, quarantine_table, reject, rejected_rows, relative_source, sorted_quarantine
+from crisscross.core.quarantine import (
+    Rejected,
+    quarantine_table,
+    reject,
+    rejected_batch,
+    rejected_rows,
+    relative_source,
+    sorted_quarantine,
+)
 
 
 def test_sources_name_files_relative_to_the_launching_directory() -> None:
@@ -31,3 +42,35 @@ def test_the_table_sorts_as_rejected_records_do(fields) -> None:
     table = sorted_quarantine([rejected_rows(rows[: len(rows) // 2]), rejected_rows(rows[len(rows) // 2 :])])
     assert table.to_pylist() == [dict(vars(r)) for r in sorted(rows)]
     assert table.column(0).num_chunks == 1
+
+
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.dates().map(lambda d: datetime.datetime(d.year, d.month, d.day)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+_RECORDS = st.text() | st.dictionaries(st.text(max_size=5), _VALUES, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.none() | st.text(max_size=5), st.text(max_size=5), st.text(max_size=5), st.text(max_size=8), _RECORDS), max_size=20
+    )
+)
+def test_a_batch_of_rejects_holds_what_reject_makes_of_each(rows) -> None:
+    """Rejects built as one table are, row for row, the ``Rejected`` of :func:`reject` (keys,
+    records as sorted-key JSON with ``str`` for the rest, NaN, nesting, non-ASCII), counted alike,
+    and written alike beside single rejects."""
+    singles = [reject("pair", *row) for row in rows]
+    batch = rejected_batch("pair", rows)
+    assert batch.rejected() == singles
+    assert batch.counts() == sum((r.counts() for r in singles), Counter())
+    half = len(singles) // 2
+    mixed = rejected_rows([*singles[:half], rejected_batch("pair", rows[half:])], "/p")
+    assert sorted_quarantine([mixed]).equals(quarantine_table(singles, "/p"))
