@@ -103,6 +103,18 @@ def unpacked(data: bytes) -> list[Any]:
     return pickle.loads(data)
 
 
+def packed_columns(rows: Iterable[tuple[Any, ...]]) -> bytes:
+    """Flat rows of one width (text, numbers) as one opaque Beam element, column by column: pickle
+    writes a few long lists of them several times faster than as many tuples, and reads them back
+    faster too.  :func:`unpacked_columns` reverses it."""
+    return pickle.dumps(list(zip(*rows)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpacked_columns(data: bytes) -> Iterator[tuple[Any, ...]]:
+    """The rows of :func:`packed_columns`, in order."""
+    return zip(*pickle.loads(data))
+
+
 def in_global_window(value: Any) -> WindowedValue:
     """``value`` as ``finish_bundle`` must yield it (this project's pipelines are globally windowed)."""
     return WindowedValue(value, MIN_TIMESTAMP, [GlobalWindow()])
@@ -146,15 +158,16 @@ def shard_of(key: str) -> int:
     return zlib.crc32(key.encode("utf-8")) % SHARDS
 
 
-def by_shard(records: Iterable[Any], key: Callable[[Any], str]) -> Iterator[tuple[int, bytes]]:
+def by_shard(records: Iterable[Any], key: Callable[[Any], str], pack: Callable[[list[Any]], bytes] = packed) -> Iterator[tuple[int, bytes]]:
     """``(shard, packed records)`` per shard of ``key(record)``: what a stage grouping millions of
     records by id shuffles instead of the records one by one (a few thousand Beam elements, not
-    millions); the grouped step :func:`unpacked` each part."""
+    millions); the grouped step :func:`unpacked` each part (:func:`unpacked_columns` when
+    ``pack`` is :func:`packed_columns`)."""
     shards: dict[int, list[Any]] = {}
     for record in records:
         shards.setdefault(shard_of(key(record)), []).append(record)
     for shard, part in shards.items():
-        yield shard, packed(part)
+        yield shard, pack(part)
 
 
 @dataclass(eq=False)

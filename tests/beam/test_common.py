@@ -8,7 +8,17 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from crisscross.beam.common import SHARDS, WholeTable, by_shard, gather, shard_of, unpacked, unpacking
+from crisscross.beam.common import (
+    SHARDS,
+    WholeTable,
+    by_shard,
+    gather,
+    packed_columns,
+    shard_of,
+    unpacked,
+    unpacked_columns,
+    unpacking,
+)
 from crisscross.core.io import read_parquet
 from crisscross.core.quarantine import Rejected, RejectedBatch, quarantine_table, reject, rejected_batch
 from crisscross.pipelines.stage import QUARANTINE, write_quarantine
@@ -42,6 +52,17 @@ def test_by_shard_packs_each_shard_once_and_loses_nothing() -> None:
         assert {shard_of(r) for r in members} == {shard}
         back.update(members)
     assert back == Counter(records)
+
+
+def test_by_shard_packs_flat_rows_as_columns_and_gives_them_back_in_order() -> None:
+    rows = [(f"id{i % 7}", f'q"{i}\u00e9', i, i / 3 if i % 5 else float("nan")) for i in range(500)]
+    back: dict[int, list[tuple]] = {}
+    for shard, part in by_shard(rows, lambda r: r[0], packed_columns):
+        back[shard] = list(unpacked_columns(part))
+    assert {shard_of(r[0]) for shard, part in back.items() for r in part} == set(back)
+    for shard, part in back.items():
+        expected = [r for r in rows if shard_of(r[0]) == shard]
+        assert [repr(r) for r in part] == [repr(r) for r in expected]  # repr: NaN equals itself there
 
 
 def halves(path: str, n: int) -> list[object]:

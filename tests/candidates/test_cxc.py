@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pyarrow as pa
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from crisscross.candidates.cxc import (
     C2C_COCAPTION,
@@ -44,6 +47,22 @@ def test_image_pair_unites_evidence_from_both_ends_and_encoders():
     candidate = image_pair(I2I_CSIM, ("i:a", "i:b"), evidence)
     assert (candidate.id1, candidate.id2, candidate.image1, candidate.image2) == ("i:a", "i:b", "i:a", "i:b")
     assert [e["space"] for e in json.loads(candidate.provenance_json())] == ["text/bow", "text/use", "text/use"]
+
+
+# Ids and space names with quotes, backslashes, control, non-ASCII and lone surrogate characters.
+_ANY_TEXT = st.text(st.one_of(st.sampled_from('"\\/\n\r\t\x00\x1f\x7f\u2028é☃😀'), st.characters(exclude_categories=())))
+_FINDINGS = st.lists(st.builds(Evidence, _ANY_TEXT, _ANY_TEXT, st.integers(), st.floats()), max_size=4)
+
+
+@settings(max_examples=500, derandomize=True, database=None, deadline=None)
+@given(_FINDINGS)
+@example([Evidence("text/use", "i:a", 1, math.nan), Evidence("s", "q", -2, math.inf), Evidence("s", "q", 0, -math.inf)])
+@example([Evidence("s", "q", 10**30, x) for x in (1e-7, 5e-7, -0.0, 1e16, 123456.1234565, 5e-324, 1.7976931348623157e308)])
+def test_provenance_json_is_what_json_dumps_writes(findings: list[Evidence]):
+    """The template :meth:`Candidate.provenance_json` fills gives json's own bytes for any finding."""
+    candidate = Candidate(I2I_CSIM, "i:a", "i:b", "i:a", "i:b", tuple(findings))
+    reference = [{"space": e.space, "query": e.query, "rank": e.rank, "similarity": round(e.similarity, 6)} for e in findings]
+    assert candidate.provenance_json() == json.dumps(reference, sort_keys=True)
 
 
 def test_caption_draw_is_seeded_per_pair_and_order_free():

@@ -1,11 +1,16 @@
+import csv
 import gzip
+import io as std_io
 import re
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from apache_beam.io.filesystem import CompressionTypes
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from crisscross.core import io
 from crisscross.core.errors import InputError, UserError
@@ -215,9 +220,6 @@ def test_two_ingest_commands_on_the_same_out_one_publishes_the_other_names_the_h
 
 
 def _read_csv(data: bytes) -> list[list[str]]:
-    import csv
-    import io as std_io
-
     return list(csv.reader(std_io.StringIO(data.decode(), newline=""), strict=True))
 
 
@@ -266,6 +268,30 @@ def test_csv_bytes_leaves_plain_numbers_and_ordinary_values_as_they_were():
     assert io.csv_bytes(["v"], [[v] for v in values]) == b'v\n-0.5\n-3\n-0.25\n-7\n1e-05\n-1e-05\n""\nTrue\na dog\n""\n'
     assert [io.csv_cell(v) for v in values] == values  # unchanged objects: the writer formats them as before
     assert io.csv_cell(float("-inf")) == "'-inf"
+
+
+def _row_by_row_csv(header: list[object], rows: list[list[object]]) -> bytes:
+    """csv_bytes' rule cell by cell, with no chunk written at once: the reference for its fast path."""
+    buffer = std_io.StringIO()
+    minimal = csv.writer(buffer, lineterminator="\n")
+    quoting_all = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in [header, *rows]:
+        cells = [io.csv_cell(c) for c in row]
+        (quoting_all if any(c is not None and "\r" in str(c) for c in cells) else minimal).writerow(cells)
+    return buffer.getvalue().encode()
+
+
+_CSV_TEXT = st.text(st.one_of(st.sampled_from("=+-@\t\r\n\",' 1.eE"), st.characters(exclude_categories=("Cs",))), max_size=6)
+_CSV_CELL = st.one_of(_CSV_TEXT, _CSV_TEXT, _CSV_TEXT, st.none(), st.integers(), st.floats())
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.lists(_CSV_CELL, max_size=4), max_size=14), st.integers(1, 5))
+@example([["a", "b"], ["x\n=1", "y"], ["-1", "\r"], [""], ["c", "-d"]], 2)
+def test_csv_bytes_writes_what_the_row_by_row_guard_writes(rows: list[list[object]], chunk: int):
+    """Chunks of plain text go to the writer at once; the bytes are those of the cell-by-cell rule."""
+    with mock.patch.object(io, "_CSV_CHUNK_ROWS", chunk):
+        assert io.csv_bytes(["id", "=h"], rows) == _row_by_row_csv(["id", "=h"], rows)
 
 
 def test_csv_bytes_guards_the_header():
