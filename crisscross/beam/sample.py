@@ -2,7 +2,7 @@
 
 Neighbour rows become (unordered pair, evidence); grouping by pair unites what several encoders
 and both ends of a pair found.  Tables are read as Arrow row groups and pairs are shuffled in
-per-shard lists (``common.by_shard``, packed: a runner copies a step's output where steps meet,
+per-shard lists (``common.by_shard``, packed as columns: a runner copies a step's output where steps meet,
 and sizes it from a sample it encodes), so all of COCO's ~3M neighbour rows per space cost a few
 thousand Beam elements, each copied as bytes.  Caption draws read the captions of each image from
 ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
