@@ -6,11 +6,11 @@ one item; every candidate that does not become an item is a ``Rejected``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from crisscross.annotate.catalog import Catalog
 from crisscross.core.ids import IdFormError, split_id
@@ -27,16 +27,8 @@ VERIFY_METHOD = "retrieved"  # default sampling_method of VERIFY pairs (ECCV: mo
 
 
 ITEMS_SCHEMA = pa.schema([f for f in TASKS_SCHEMA if f.name not in ("batch_id", "position")])
-
-
-class _Pair(NamedTuple):  # a tuple, not a dataclass: one per candidate row, so its making counts
-    record: Mapping[str, Any]
-    source: str  # "<file>:<row number>"
-    method: str | None
-    kind: str | None  # task type; None when the method maps to none
-    first: str | None
-    second: str | None
-    position: int  # the row's number in its table
+# Items as checked, before duplicates go: each with its row's number in its table (``source:position``).
+MADE_SCHEMA = pa.schema([pa.field("position", pa.int64()), *ITEMS_SCHEMA])
 
 
 class _Checks:
@@ -76,21 +68,19 @@ class _Checks:
 def items_from_candidates(candidates: pa.Table, catalog: Catalog, source: str = "candidates.parquet") -> tuple[pa.Table, list[Rejected]]:
     """Items (:data:`ITEMS_SCHEMA`, sorted by ``item_id``) from a candidates table (``method``,
     ``id1``, ``id2``), and a ``Rejected`` for every row that is not one (see :func:`_items`)."""
-    return _items(checked_candidates(candidates, catalog, 0, candidates.num_rows, source))
+    return _items(checked_candidates(candidates, catalog, 0, candidates.num_rows, source), candidates, source)
 
 
 def checked_candidates(
     candidates: pa.Table, catalog: Catalog, start: int, stop: int, source: str = "candidates.parquet"
-) -> tuple[list[MadeItem], RejectedBatch]:
+) -> tuple[pa.Table, RejectedBatch]:
     """Rows ``start``–``stop`` of a candidates table checked one by one (:func:`_item`): each row
     is checked on its own, so ranges of a large table are checked apart, then :func:`first_items`."""
-    rows = candidates.slice(start, stop - start).to_pylist()
+    rows = candidates.slice(start, stop - start)
     kinds: dict[str, str | None] = {}  # each method's task type, looked up once (a table holds a few methods)
-    pairs = (
-        _Pair(row, f"{source}:{n}", row.get("method"), _kind(kinds, row.get("method")), row.get("id1"), row.get("id2"), n)
-        for n, row in enumerate(rows, start=start + 1)
-    )
-    return _checked(pairs, _Checks(catalog))
+    methods = _column(rows, "method")
+    checks = _Checks(catalog)
+    return _checked(rows, start, source, methods, [_kind(kinds, m) for m in methods], _column(rows, "id1"), _column(rows, "id2"), checks)
 
 
 def verify_items(
@@ -98,11 +88,14 @@ def verify_items(
 ) -> tuple[pa.Table, list[Rejected]]:
     """VERIFY items from (``image_id``, ``caption_id``) rows; a ``method`` column, when present,
     overrides the ``method`` argument per row."""
-    rows = (
-        _Pair(row, f"{source}:{n}", row.get("method", method), VERIFY.name, row.get("image_id"), row.get("caption_id"), n)
-        for n, row in enumerate(pairs.to_pylist(), start=1)
-    )
-    return _items(_checked(rows, _Checks(catalog)))
+    methods = _column(pairs, "method") if "method" in pairs.column_names else [method] * pairs.num_rows
+    firsts, seconds = _column(pairs, "image_id"), _column(pairs, "caption_id")
+    return _items(_checked(pairs, 0, source, methods, [VERIFY.name] * pairs.num_rows, firsts, seconds, _Checks(catalog)), pairs, source)
+
+
+def _column(table: pa.Table, name: str) -> list[Any]:
+    """A column's values as the rows' dicts hold them (``None`` throughout when it is absent)."""
+    return table.column(name).to_pylist() if name in table.column_names else [None] * table.num_rows
 
 
 def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "batches.parquet") -> tuple[pa.Table, list[Rejected]]:
@@ -126,10 +119,7 @@ def batched_verify_tasks(batches: pa.Table, catalog: Catalog, source: str = "bat
             )
             continue
         formed_gold.setdefault(batch, set()).add(gold)
-        made = _item(
-            _Pair(row, where, SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id"), n),
-            checks,
-        )
+        made = _item(SAMPLING_GOLD if gold else row.get("method"), VERIFY.name, row.get("image_id"), row.get("caption_id"), checks)
         if isinstance(made, tuple):
             reason, detail, key = made
             rejected.append(reject("pair", key, reason, detail, where, row))
@@ -169,9 +159,9 @@ def _kind(known: dict[str, str | None], method: object) -> str | None:
     return known[text]
 
 
-def _items(checked: tuple[list[MadeItem], RejectedBatch]) -> tuple[pa.Table, list[Rejected]]:
-    """Checked rows (:func:`_checked`) → one item per distinct ``item_id``, the first row (in input
-    order) providing its method, and every reject.
+def _items(checked: tuple[pa.Table, RejectedBatch], table: pa.Table, source: str) -> tuple[pa.Table, list[Rejected]]:
+    """Checked rows (:func:`_checked`) of ``table`` → one item per distinct ``item_id``, the first
+    row (in input order) providing its method, and every reject.
 
     Reasons: ``missing-field``, ``unknown-method``, ``bad-id`` (not a canonical id), ``wrong-kind``
     (the ids' kinds do not fit the task type), ``self-pair``, ``unknown-id`` / ``no-pixels`` (raters
@@ -179,71 +169,88 @@ def _items(checked: tuple[list[MadeItem], RejectedBatch]) -> tuple[pa.Table, lis
     the other order; it is judged once, under the earlier row's method).
     """
     made, rejected = checked
-    items, duplicates = first_items(made)
+    items, duplicates = first_items([made], lambda: table, source)
     return items, rejected.rejected() + duplicates
 
 
-@dataclass(frozen=True)
-class MadeItem:
-    """A row that makes an item: its place in its table (of rows making the same item, the
-    earliest gives it), where it came from, the row as read (for a later one's reject), the item."""
-
-    position: int
-    source: str
-    record: Mapping[str, Any]
-    item: dict[str, str]
-
-
-def _checked(pairs: Iterable[_Pair], checks: _Checks) -> tuple[list[MadeItem], RejectedBatch]:
-    """Each pair's item, or its reject (all of them as one batch: most of a large table may be)."""
-    made: list[MadeItem] = []
-    rejected: list[tuple[str, str, str, str, Mapping[str, Any]]] = []
-    for pair in pairs:
-        item = _item(pair, checks)
+def _checked(
+    table: pa.Table,
+    start: int,
+    source: str,
+    methods: list[Any],
+    kinds: list[str | None],
+    firsts: list[Any],
+    seconds: list[Any],
+    checks: _Checks,
+) -> tuple[pa.Table, RejectedBatch]:
+    """Each row's item (:data:`MADE_SCHEMA`), or its reject, all of them as one batch (most of a
+    large table may be): rows are numbered from ``start + 1``, and only refused rows are read
+    whole, in Arrow, for the quarantine's record of them."""
+    made: list[tuple[int, dict[str, str]]] = []
+    refused: list[int] = []
+    keys: list[str] = []
+    reasons: list[str] = []
+    details: list[str] = []
+    for row, values in enumerate(zip(methods, kinds, firsts, seconds, strict=True)):
+        item = _item(*values, checks)
         if isinstance(item, tuple):
-            reason, detail, key = item
-            rejected.append((key, reason, detail, pair.source, pair.record))
+            refused.append(row)
+            reasons.append(item[0])
+            details.append(item[1])
+            keys.append(item[2])
         else:
-            made.append(MadeItem(pair.position, pair.source, pair.record, item))
-    return made, rejected_batch("pair", rejected)
+            made.append((start + 1 + row, item))
+    columns = {name: [item[name] for _, item in made] for name in ITEMS_SCHEMA.names}
+    made_table = pa.table({"position": [position for position, _ in made], **columns}, schema=MADE_SCHEMA)
+    positions = pa.array(refused, pa.int64())
+    sources = pc.binary_join_element_wise(f"{source}:", pc.cast(pc.add(positions, start + 1), pa.string()), "")
+    return made_table, rejected_batch("pair", keys, reasons, details, sources, table.take(positions))
 
 
-def first_items(made: Iterable[MadeItem]) -> tuple[pa.Table, list[Rejected]]:
+def first_items(made: Iterable[pa.Table], table: Callable[[], pa.Table], source: str) -> tuple[pa.Table, list[Rejected]]:
     """The items of :func:`checked_candidates` (from any ranges, in any order): one per
-    ``item_id``, the earliest row's, sorted by ``item_id``; each later row a ``duplicate-item``."""
-    kept: dict[str, MadeItem] = {}
+    ``item_id``, the earliest row's, sorted by ``item_id``; each later row a ``duplicate-item``,
+    its record read from ``table()`` (the checked table, asked for only then) by its position."""
+    ordered = pa.concat_tables([MADE_SCHEMA.empty_table(), *made]).sort_by("position").combine_chunks()
+    positions = ordered.column("position").to_pylist()
+    earliest: dict[str, int] = {}
+    kept: list[int] = []
     rejected: list[Rejected] = []
-    for row in sorted(made, key=lambda m: m.position):
-        earlier = kept.get(row.item["item_id"])
-        if earlier is None:
-            kept[row.item["item_id"]] = row
-        else:
-            detail = f"{row.item['item_id']} was already made from {earlier.source} ({earlier.item['sampling_method']})"
-            rejected.append(reject("pair", row.item["item_id"], "duplicate-item", detail, row.source, row.record))
-    return pa.Table.from_pylist([kept[k].item for k in sorted(kept)], schema=ITEMS_SCHEMA), rejected
+    for row, (position, item) in enumerate(zip(positions, ordered.column("item_id").to_pylist(), strict=True)):
+        earlier = earliest.setdefault(item, row)
+        if earlier == row:
+            kept.append(row)
+            continue
+        method = ordered.column("sampling_method")[earlier].as_py()
+        detail = f"{item} was already made from {source}:{positions[earlier]} ({method})"
+        record = table().slice(position - 1, 1).to_pylist()[0]
+        rejected.append(reject("pair", item, "duplicate-item", detail, f"{source}:{position}", record))
+    items = ordered.take(pa.array(kept, pa.int64())).select(ITEMS_SCHEMA.names).sort_by("item_id").combine_chunks()
+    return items, rejected
 
 
-def _item(pair: _Pair, checks: _Checks) -> dict[str, str] | tuple[str, str, str]:
-    """The item row, or (reason, detail, key) when the pair cannot be one."""
-    key = f"{pair.first}|{pair.second}"
-    if not (pair.method and pair.first and pair.second):
-        missing = [name for name, value in (("method", pair.method), ("first id", pair.first), ("second id", pair.second)) if not value]
+def _item(method: Any, kind: str | None, first: Any, second: Any, checks: _Checks) -> dict[str, str] | tuple[str, str, str]:
+    """The item row of a pair (``kind``: its method's task type, None when it maps to none), or
+    (reason, detail, key) when the pair cannot be one."""
+    key = f"{first}|{second}"
+    if not (method and first and second):
+        missing = [name for name, value in (("method", method), ("first id", first), ("second id", second)) if not value]
         return "missing-field", f"no {', '.join(missing)}", key
-    if pair.kind is None:
-        known = ", ".join(f"{p}*" for kind in task_types() for p in kind.methods)
-        return "unknown-method", f"method {pair.method!r} maps to no task type (known: {known})", key
-    ids = (str(pair.first), str(pair.second))
+    if kind is None:
+        known = ", ".join(f"{p}*" for task in task_types() for p in task.methods)
+        return "unknown-method", f"method {method!r} maps to no task type (known: {known})", key
+    ids = (str(first), str(second))
     (first_kind, first_error), (second_kind, second_error) = checks.id_kind(ids[0]), checks.id_kind(ids[1])
     if first_error or second_error:
         return "bad-id", first_error or second_error, key
     kinds = (first_kind, second_kind)
-    info = checks.task_type(pair.kind)
+    info = checks.task_type(kind)
     if sorted(kinds) != sorted(info.kinds):
-        return "wrong-kind", f"{pair.kind} pairs {info.kinds[0]}–{info.kinds[1]} ids, got {kinds[0]}–{kinds[1]}", key
+        return "wrong-kind", f"{kind} pairs {info.kinds[0]}–{info.kinds[1]} ids, got {kinds[0]}–{kinds[1]}", key
     if kinds != info.kinds:  # a cross-modal pair given in the other order
         ids = (ids[1], ids[0])
     if ids[0] == ids[1]:
-        return "self-pair", f"{pair.method} pairs {ids[0]} with itself", key
+        return "self-pair", f"{method} pairs {ids[0]} with itself", key
     for value in ids:
         problem = checks.problem(value)
         if problem:
@@ -251,7 +258,7 @@ def _item(pair: _Pair, checks: _Checks) -> dict[str, str] | tuple[str, str, str]
     unshowable = info.unshowable(ids[0], ids[1], checks.catalog)
     if unshowable:
         return (*unshowable, key)
-    return item_row(pair.kind, ids[0], ids[1], str(pair.method), NOT_GOLD)
+    return item_row(kind, ids[0], ids[1], str(method), NOT_GOLD)
 
 
 def item_row(kind: str, id_a: str, id_b: str, method: str, gold: str) -> dict[str, str]:

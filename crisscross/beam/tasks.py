@@ -19,7 +19,7 @@ import pyarrow as pa
 from crisscross.annotate.catalog import Catalog, load_catalog
 from crisscross.annotate.gold import gold_spaces
 from crisscross.annotate.inputs import formed_batches
-from crisscross.annotate.items import ITEMS_SCHEMA, MadeItem, checked_candidates, first_items
+from crisscross.annotate.items import ITEMS_SCHEMA, checked_candidates, first_items
 from crisscross.annotate.tasks import TaskParams, build_tasks, planned_items
 from crisscross.beam.common import PerWorker, WholeTable, gather, route, unpacking
 from crisscross.core import io, numerics
@@ -33,20 +33,26 @@ class TasksOutputs(NamedTuple):
     held_back: beam.PCollection  # one pa.Table (ITEMS_SCHEMA): items a campaign plan's sample leaves for later; empty without one
 
 
+CANDIDATES_SOURCE = "candidates.parquet"  # how rejects name the candidates table
 ITEM_RANGE = 65_536  # candidate rows checked per element: all of COCO's 750k are a dozen
 
 
 def _check_range(bounds: tuple[int, int], inputs: PerWorker[tuple[pa.Table, Catalog]]) -> Iterator[Any]:
-    """One range of candidate rows checked: its rejects (one batch) and the items it makes (``MadeItem``)."""
+    """One range of candidate rows checked: its rejects (one batch) and the items it makes (one
+    table, ``MADE_SCHEMA``: moved as Arrow buffers, where objects per item cost more to pickle
+    than to make)."""
     candidates, catalog = inputs.get()
-    made, rejected = checked_candidates(candidates, catalog, *bounds)
+    made, rejected = checked_candidates(candidates, catalog, *bounds, CANDIDATES_SOURCE)
     if rejected.table.num_rows:
         yield rejected
-    yield from made
+    if made.num_rows:
+        yield made
 
 
-def _first_items(made: list[MadeItem]) -> Iterator[Any]:
-    items, duplicates = first_items(made)
+def _first_items(made: list[pa.Table], inputs: PerWorker[tuple[pa.Table, Catalog]]) -> Iterator[Any]:
+    """The ranges' items, one per item; a duplicate's record is read from the candidates (loaded
+    in this worker only if there is one)."""
+    items, duplicates = first_items(made, lambda: inputs.get()[0], CANDIDATES_SOURCE)
     yield items
     yield from duplicates
 
@@ -86,7 +92,7 @@ class BuildTasks(beam.PTransform):
         n_rows = io.parquet_rows(self._candidates)
         ranges = [(start, min(start + ITEM_RANGE, n_rows)) for start in range(0, n_rows, ITEM_RANGE)] or [(0, 0)]
         made, refused = route("CheckItems", pbegin | "Ranges" >> beam.Create(ranges), STAGE, _check_range, many=True, args=(inputs,))
-        items, repeated = route("FirstItems", gather("GatherItems", made), STAGE, unpacking(_first_items), many=True)
+        items, repeated = route("FirstItems", gather("GatherItems", made), STAGE, unpacking(_first_items), many=True, args=(inputs,))
         sampled = items | "PlanSample" >> beam.Map(planned_items, self._settings.items_per_type, self._seed)
         tasks = (sampled | "Planned" >> beam.Map(lambda pair: pair[0])) | "GoldAndBatches" >> beam.ParDo(
             _Batches(catalog, self._embeddings, self._settings, self._seed)

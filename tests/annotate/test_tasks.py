@@ -164,9 +164,9 @@ def test_candidates_checked_in_ranges_in_any_order_give_the_same_items_and_rejec
     made, rejected = [], []
     for start in (8, 0, 4):  # the duplicates' first rows sit in another range, checked later
         part = checked_candidates(table, catalog, start, min(start + 4, table.num_rows))
-        made += part[0]
+        made.append(part[0])
         rejected += part[1].rejected()
-    items, duplicates = first_items(made)
+    items, duplicates = first_items(made, lambda: table, "candidates.parquet")
     assert items.equals(whole) and sorted(rejected + duplicates) == sorted(whole_rejected)
     assert sorted(r.source for r in duplicates) == ["candidates.parquet:11", "candidates.parquet:9"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import apache_beam as beam
+import pyarrow as pa
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -99,7 +100,9 @@ def test_a_batch_of_rejects_is_routed_as_one_element_counted_per_reason_and_writ
     made = [reject("pair", *row) for row in rows]
 
     def step(path: str) -> list[object]:
-        return ["kept", rejected_batch("pair", rows[:5]), *made[5:]]
+        keys, reasons, details, sources, records = zip(*rows[:5], strict=True)
+        batch = rejected_batch("pair", list(keys), list(reasons), list(details), pa.array(sources), pa.Table.from_pylist(list(records)))
+        return ["kept", batch, *made[5:]]
 
     p = TestPipeline()
     outputs = p | "Step" >> WholeTable("demo", step, "t.parquet")

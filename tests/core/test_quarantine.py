@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
 from collections import Counter
 
-from hypothesis import given, settings
+import pyarrow as pa
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crisscross.core.quarantine import (
@@ -44,33 +44,48 @@ def test_the_table_sorts_as_rejected_records_do(fields) -> None:
     assert table.column(0).num_chunks == 1
 
 
-_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text()
-    | st.dates().map(lambda d: datetime.datetime(d.year, d.month, d.day)),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-    max_leaves=6,
-)
-_RECORDS = st.text() | st.dictionaries(st.text(max_size=5), _VALUES, max_size=5)
+# Text Arrow can hold (no lone surrogates), with what JSON escapes: quotes, backslashes, control
+# and non-ASCII characters.
+_TEXT = st.text(st.one_of(st.sampled_from('"\\/\n\r\t\x00\x1f\x7f\u2028é☃😀 a~'), st.characters(exclude_categories=("Cs",))), max_size=6)
+_COLUMN_VALUES = {  # a column's values: text (the candidates' tables, written in Arrow), or anything else a table holds
+    "text": st.none() | _TEXT,
+    "int": st.none() | st.integers(-(2**63), 2**63 - 1),
+    "float": st.none() | st.floats(),
+    "bool": st.none() | st.booleans(),
+}
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.none() | st.text(max_size=5), st.text(max_size=5), st.text(max_size=5), st.text(max_size=8), _RECORDS), max_size=20
-    )
-)
-def test_a_batch_of_rejects_holds_what_reject_makes_of_each(rows) -> None:
-    """Rejects built as one table are, row for row, the ``Rejected`` of :func:`reject` (keys,
-    records as sorted-key JSON with ``str`` for the rest, NaN, nesting, non-ASCII), counted alike,
-    and written alike beside single rejects."""
-    singles = [reject("pair", *row) for row in rows]
-    batch = rejected_batch("pair", rows)
+@st.composite
+def _refused(draw: st.DrawFn) -> tuple[list[tuple[str, str, str, str]], pa.Table]:
+    """(key, reason, detail, source) rows and the table of their records."""
+    n = draw(st.integers(0, 12))
+    names = draw(st.lists(_TEXT, min_size=1, max_size=4, unique=True))
+    kinds = draw(st.lists(st.sampled_from(["text", "text", "int", "float", "bool"]), min_size=len(names), max_size=len(names)))
+    columns = {name: draw(st.lists(_COLUMN_VALUES[kind], min_size=n, max_size=n)) for name, kind in zip(names, kinds, strict=True)}
+    types = {"text": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+    records = pa.table({name: pa.array(values, types[kind]) for (name, values), kind in zip(columns.items(), kinds, strict=True)})
+    source = st.one_of(_TEXT, _TEXT.map(lambda t: f"/p/in.csv:{t}"))
+    rows = draw(st.lists(st.tuples(_TEXT, _TEXT, _TEXT, source), min_size=n, max_size=n))
+    return rows, records
+
+
+def _batch(rows: list[tuple[str, str, str, str]], records: pa.Table):
+    keys, reasons, details, sources = (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+    return rejected_batch("pair", keys, reasons, details, pa.array(sources, pa.string()), records)
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None)
+@given(_refused())
+@example(([("k", "r", "d", "s")], pa.table({"b": ['x"\\\u00e9'], "a": [None]})))
+def test_a_batch_of_rejects_holds_what_reject_makes_of_each(refused) -> None:
+    """Rejects built as one table are, row for row, the ``Rejected`` of :func:`reject` given each
+    record's dict (sorted-key JSON, text escaped as json escapes it, nulls, NaN, any column type),
+    counted alike, and written alike beside single rejects."""
+    rows, records = refused
+    singles = [reject("pair", *row, record) for row, record in zip(rows, records.to_pylist(), strict=True)]
+    batch = _batch(rows, records)
     assert batch.rejected() == singles
     assert batch.counts() == sum((r.counts() for r in singles), Counter())
     half = len(singles) // 2
-    mixed = rejected_rows([*singles[:half], rejected_batch("pair", rows[half:])], "/p")
+    mixed = rejected_rows([*singles[:half], _batch(rows[half:], records.slice(half))], "/p")
     assert sorted_quarantine([mixed]).equals(quarantine_table(singles, "/p"))
