@@ -208,7 +208,9 @@ def for_the_runner(stage: Stage, beam_args: list[str]) -> tuple[list[str], tuple
     if not stage.one_local_process or asked == 1 or PipelineOptions(beam_args).view_as(StandardOptions).runner is not None:
         return beam_args, ()
     cores = os.cpu_count() or 1
-    note = f"ran in one local process on its {cores} cores, not the {asked} processes asked for: its steps already use every core of a process"
+    note = (
+        f"ran in one local process on its {cores} cores, not the {asked} processes asked for: its steps already use every core of a process"
+    )
     return [*beam_args, "--direct_running_mode=in_memory", "--direct_num_workers=1"], (note,)
 
 

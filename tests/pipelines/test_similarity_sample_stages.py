@@ -96,7 +96,9 @@ def test_similarity_runs_in_one_local_process_however_many_are_asked_for():
     args, notes = for_the_runner(similarity.STAGE, MULTI)
     runner = make_pipeline(args).runner
     assert worker_processes(args) == 1 and isinstance(runner._default_environment, EmbeddedPythonEnvironment)  # no worker command
-    assert notes == (f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: its steps already use every core of a process",)
+    assert notes == (
+        f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: its steps already use every core of a process",
+    )
     assert for_the_runner(sample.STAGE, MULTI) == (MULTI, ())  # a stage that gains from a second process keeps it
     portable = [*MULTI, "--runner=PortableRunner", "--job_endpoint=localhost:8099"]
     assert for_the_runner(similarity.STAGE, portable) == (portable, ())  # a named runner's workers are other machines
@@ -104,7 +106,9 @@ def test_similarity_runs_in_one_local_process_however_many_are_asked_for():
 
 
 @pytest.mark.xdist_group("karpathy")
-def test_two_worker_processes_give_the_same_bytes(karpathy_test: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_two_worker_processes_give_the_same_bytes(
+    karpathy_test: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     """Ingest (its source read in two parts), similarity and sample on two worker processes write the
     one-process build's bytes.  The similarity command runs in one process (its summary says so), so
     its steps run on two here with that declaration off, as a runner of other machines runs them."""
