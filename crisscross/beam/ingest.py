@@ -36,8 +36,7 @@ from crisscross.ingest.records import PIXELS_UNCHECKED, CaptionRecord, ImageReco
 from crisscross.ingest.validate import (
     DEFAULT_MAX_TEXT_LENGTH,
     check_caption_text,
-    check_image_file,
-    check_image_path,
+    check_image,
     first_of_each,
     join_all,
 )
@@ -157,11 +156,7 @@ def check_images(records: list[Any], images_dir: str | None, root: str | None) -
     at and decoded: an image becomes its checked record or its reject; other records stay as they are."""
     checked = []
     for record in records:
-        if isinstance(record, ImageRecord):
-            record = check_image_path(record, images_dir, root)
-            if isinstance(record, ImageRecord):
-                record = check_image_file(record, images_dir, root)
-        checked.append(record)
+        checked.append(check_image(record, images_dir, root) if isinstance(record, ImageRecord) else record)
     return checked
 
 

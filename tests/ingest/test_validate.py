@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crisscross.core.quarantine import Rejected, count_reasons
 from crisscross.ingest import validate
@@ -23,6 +26,7 @@ from crisscross.ingest.records import (
 from crisscross.ingest.validate import (
     DEFAULT_MAX_TEXT_LENGTH,
     check_caption_text,
+    check_image,
     check_image_file,
     check_image_path,
     first_of_duplicates,
@@ -294,3 +298,70 @@ def test_a_plain_name_resolves_as_realpath_resolves_it(images_folder: Path) -> N
         for name in ("a.jpg", "link.jpg", "alias.jpg", "missing.jpg", "..", ".", "", "sub/a.jpg", "../secret/private.jpg"):
             assert validate._resolved_in(str(folder), name) == os.path.realpath(os.path.join(folder, name)), (folder, name)
     outside(check_image_path(image(file_name="link.jpg"), str(images_folder.parent / "folder-link")))
+
+
+@pytest.fixture(scope="module")
+def tricky_folder(tmp_path_factory: pytest.TempPathFactory, test_photos: Path) -> Path:
+    """An images folder of every kind of entry a file name can meet: a photo, a file that is no
+    image, special files, links inside, out and dangling, a subfolder; beside a file it must not reach."""
+    base = tmp_path_factory.mktemp("tricky")
+    folder, secret = base / "images", base / "secret"
+    (folder / "sub").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "private.jpg").write_bytes(b"private")
+    photo = sorted(test_photos.glob("*.jpg"))[0]
+    shutil.copy(photo, folder / "photo.jpg")
+    shutil.copy(photo, folder / "sub" / "photo.jpg")
+    (folder / "a.jpg").write_bytes(b"not really a jpeg")
+    (folder / " spaced.jpg").write_bytes(b"a name with a blank")
+    for kind in KINDS:
+        make_special(folder / f"{kind}.jpg", kind)
+    (folder / "link.jpg").symlink_to(secret / "private.jpg")
+    (folder / "alias.jpg").symlink_to(folder / "photo.jpg")
+    (folder / "dangling.jpg").symlink_to(folder / "gone.jpg")
+    (folder / "escape").symlink_to(secret, target_is_directory=True)
+    (base / "folder-link").symlink_to(folder, target_is_directory=True)
+    return folder
+
+
+NAMES = ["photo.jpg", "a.jpg", " spaced.jpg", *(f"{kind}.jpg" for kind in KINDS), "link.jpg", "alias.jpg", "dangling.jpg"]
+NAMES += ["missing.jpg", "sub", "escape", "sub/photo.jpg", "x/photo.jpg", "escape/private.jpg", "../secret/private.jpg", ".", ".."]
+
+
+@given(
+    name=st.one_of(st.sampled_from(NAMES), st.text(alphabet="a./ \t\0\ud800é", max_size=6)),
+    pad=st.sampled_from(["", " ", "\t "]),
+    folder=st.sampled_from(["images", "folder-link", "secret/private.jpg", "nowhere"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_check_image_is_check_image_path_then_check_image_file(tricky_folder: Path, name: str, pad: str, folder: str) -> None:
+    """The one-``lstat`` look at a plain name (``check_image``) says exactly what the general rules
+    say, or raises what they raise (a lone surrogate, which readers refuse, is no path)."""
+    images_dir, root = str(tricky_folder.parent / folder), str(tricky_folder.parent)
+    record = image(file_name=pad + name + pad)
+
+    def by_rules() -> ImageRecord | Rejected:
+        checked = check_image_path(record, images_dir, root)
+        return check_image_file(checked, images_dir, root) if isinstance(checked, ImageRecord) else checked
+
+    assert outcome(lambda: check_image(record, images_dir, root)) == outcome(by_rules)
+
+
+def outcome(check: Callable[[], object]) -> object:
+    """What ``check`` returns, or the type and message of what it raises."""
+    try:
+        return check()
+    except ValueError as error:
+        return type(error), str(error)
+
+
+def test_check_image_looks_once_at_plain_names(tricky_folder: Path) -> None:
+    """The shortcut is taken for plain names that are no links, and left to the rules for the rest."""
+    folder = str(tricky_folder)
+    assert validate._looked("photo.jpg", folder) == (f"{folder}/photo.jpg", "")
+    assert validate._looked("missing.jpg", folder) == (None, "")
+    assert validate._looked("fifo.jpg", folder) == (f"{folder}/fifo.jpg", KINDS["fifo"])
+    for name in ("link.jpg", "dangling.jpg", "sub/photo.jpg", "..", "a\0.jpg"):
+        assert validate._looked(name, folder) is None, name
+    assert check_image(image(file_name="photo.jpg"), folder).pixels == PIXELS_OK
+    assert check_image(image(file_name="photo.jpg"), None) == image(file_name="photo.jpg")
