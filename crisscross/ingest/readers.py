@@ -42,6 +42,7 @@ contradicts the file's.
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import json
 from abc import ABC, abstractmethod
@@ -318,6 +319,13 @@ def _id(parse: Callable[[object], str], value: object, what: str, key: str = "")
         raise _RowError("bad-id", f"{what}: {one_line(e)}", key) from e
 
 
+@functools.lru_cache(maxsize=1 << 17, typed=True)
+def _image_id(scheme: IdScheme, value: str | int) -> str:
+    """``scheme.parse_image(value)``, remembered for the last 131,072 values: every caption row
+    names its image, so a caption file names each image several times (five in COCO)."""
+    return scheme.parse_image(value)
+
+
 def _string(value: object, what: str, key: str = "") -> str:
     if not isinstance(value, str):
         raise _RowError("malformed-row", f"{what} {value!r} is a {type(value).__name__}, not a string", key)
@@ -531,6 +539,8 @@ class LineReader(Reader):
 
 _COCO = CocoIdScheme()
 _FLICKR = FlickrIdScheme()
+_COCO_IMAGE = functools.partial(_image_id, _COCO)
+_FLICKR_IMAGE = functools.partial(_image_id, _FLICKR)
 
 # Karpathy's sentid is his own running caption index, not an MS-COCO annotation id.
 KARPATHY_COCO_CAPTIONS = "coco-karpathy"
@@ -559,7 +569,7 @@ class CocoKarpathyJsonl(LineReader):
 
     def _fields(self, row: dict[str, Any]) -> _Fields:
         caption_id = _id(_COCO.parse_caption, _required(row, "caption_id"), "caption_id")
-        image_id = _id(_COCO.parse_image, _required(row, "image_id", caption_id), "image_id", caption_id)
+        image_id = _id(_COCO_IMAGE, _required(row, "image_id", caption_id), "image_id", caption_id)
         file_name = _string(_required(row, "file_name", caption_id), "file_name", caption_id)
         text = _first_text(_text(row.get(name), name, caption_id) for name in TEXT_FIELDS[self.text])
         return _Fields(image_id, file_name, caption_id, text, self._split(None))
@@ -578,7 +588,7 @@ class Flickr30kKarpathyJsonl(LineReader):
 
     def _fields(self, row: dict[str, Any]) -> _Fields:
         file_name = _string(_required(row, "file_name"), "file_name")
-        image_id = _id(_FLICKR.parse_image, file_name, "file_name")
+        image_id = _id(_FLICKR_IMAGE, file_name, "file_name")
         index = _index(_required(row, "caption_index"), "caption_index")
         caption_id = _flickr_caption(image_id, index)
         text = _text(row.get("caption_tok"), "caption_tok", caption_id)
@@ -616,7 +626,7 @@ class CocoCaptions(Reader):
 
     def _caption(self, element: dict[str, Any], source: str, position: int) -> CaptionRecord:
         caption_id = _id(_COCO.parse_caption, _required(element, "id"), "id")
-        image_id = _id(_COCO.parse_image, _required(element, "image_id", caption_id), "image_id", caption_id)
+        image_id = _id(_COCO_IMAGE, _required(element, "image_id", caption_id), "image_id", caption_id)
         text = _text(element.get("caption"), "caption", caption_id)
         return CaptionRecord(caption_id, image_id, text, self._split(None), source, position)
 
@@ -739,7 +749,7 @@ class Table(Reader):
     def _fields(self, row: dict[str, Any], scheme: IdScheme, occurrences: Counter[str]) -> _Fields:
         column = self.columns
         written_image = _required(row, column["image_id"])
-        image_id = _id(scheme.parse_image, written_image, column["image_id"])
+        image_id = _id(functools.partial(_image_id, scheme), written_image, column["image_id"])
         if "caption_id" in column:
             caption_id = _id(scheme.parse_caption, _required(row, column["caption_id"]), column["caption_id"])
         else:
