@@ -20,16 +20,17 @@ thousand Beam elements rather than a few million; the library functions see one 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import operator
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import apache_beam as beam
-from apache_beam.utils.windowed_value import WindowedValue
 
-from crisscross.beam.common import REJECTED, by_shard, default_threads, in_global_window, route, unpacked
+from crisscross.beam.common import REJECTED, by_shard, default_threads, in_global_window, packed_columns, route, unpacked, unpacked_columns
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import ImageSighting, LineReader, settle_image
 from crisscross.ingest.records import PIXELS_UNCHECKED, CaptionRecord, ImageRecord
@@ -44,6 +45,8 @@ from crisscross.ingest.validate import (
 STAGE = "ingest"
 BATCH = 8192  # records per element as read
 LOG = logging.getLogger(__name__)
+R = TypeVar("R", ImageRecord, CaptionRecord)
+_FIELDS = {kind: operator.attrgetter(*(field.name for field in dataclasses.fields(kind))) for kind in (ImageRecord, CaptionRecord)}
 
 
 class IngestOutputs(NamedTuple):
@@ -112,6 +115,17 @@ def _read_again(keyed: tuple[int, Iterable[ImageRecord]], reader: LineReader, pa
     return reader.contradictions(path, part, parts, {first.image_id: first for first in firsts})
 
 
+def _packed_records(records: list[ImageRecord] | list[CaptionRecord]) -> bytes:
+    """Records of one kind as columns of their fields (``common.packed_columns``): pickled object by
+    object, COCO's 616,435 captions cost several times more on each of their two shuffles."""
+    return packed_columns(map(_FIELDS[type(records[0])], records))
+
+
+def _unpacked_records(kind: type[R], parts: Iterable[bytes]) -> Iterator[R]:
+    """The records of :func:`_packed_records` parts."""
+    return (kind(*row) for part in parts for row in unpacked_columns(part))
+
+
 def _check(batch: list[Any], max_text_length: int) -> Iterator[Any]:
     """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), images
     (:class:`CheckFiles` checked them) by image-id shard (tag ``images``)."""
@@ -123,17 +137,17 @@ def _check(batch: list[Any], max_text_length: int) -> Iterator[Any]:
             yield record
         else:
             (images if isinstance(record, ImageRecord) else captions).append(record)
-    for keyed in by_shard(captions, lambda c: c.caption_id):
+    for keyed in by_shard(captions, lambda c: c.caption_id, _packed_records):
         yield beam.pvalue.TaggedOutput("captions", keyed)
-    for keyed in by_shard(images, lambda i: i.image_id):
+    for keyed in by_shard(images, lambda i: i.image_id, _packed_records):
         yield beam.pvalue.TaggedOutput("images", keyed)
 
 
 def _first_captions(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
     """One caption-id shard: the first of each id, keyed by image-id shard for the join."""
-    kept, rejected = first_of_each((c for part in keyed[1] for c in unpacked(part)), lambda c: c.caption_id)
+    kept, rejected = first_of_each(_unpacked_records(CaptionRecord, keyed[1]), lambda c: c.caption_id)
     yield from rejected
-    yield from by_shard(kept, lambda c: c.image_id)
+    yield from by_shard(kept, lambda c: c.image_id, _packed_records)
 
 
 def _join(keyed: tuple[int, dict[str, Iterable[bytes]]]) -> Iterator[Any]:
@@ -141,10 +155,10 @@ def _join(keyed: tuple[int, dict[str, Iterable[bytes]]]) -> Iterator[Any]:
     their captions, as one batch each.  An image the join refuses is quarantined as the source gave
     it: its file was looked at only because the join comes after the checks."""
     grouped = keyed[1]
-    checked = [i for part in grouped["images"] for i in unpacked(part)]
+    checked = list(_unpacked_records(ImageRecord, grouped["images"]))
     as_read = [i.with_pixels(PIXELS_UNCHECKED) for i in checked]
     found = {id(read): image for read, image in zip(as_read, checked, strict=True)}  # the join keeps one of the records it is given
-    images, captions, rejected = join_all(as_read, (c for part in grouped["captions"] for c in unpacked(part)))
+    images, captions, rejected = join_all(as_read, _unpacked_records(CaptionRecord, grouped["captions"]))
     yield from rejected
     if images:
         yield beam.pvalue.TaggedOutput("images", [(found[id(image)], n) for image, n in images])
@@ -163,11 +177,13 @@ def check_images(records: list[Any], images_dir: str | None, root: str | None) -
 class CheckFiles(beam.DoFn):
     """Each batch's images checked (:func:`check_images`) on the worker's share of its cores while
     the batches after it are read: Pillow decodes outside the interpreter lock, so the threads decode
-    beside the thread that parses.  Batches leave in the order they came, once checked; a few more
-    than the threads are in flight, so memory stays bounded."""
+    beside the thread that parses.  Batches are then checked and sharded (:func:`_check`) in the order
+    they came: its rejects leave on the main output, its shards tagged.  A checked batch never
+    crosses to another step, where Beam would size it by pickling each of its records.  A few more
+    batches than the threads are in flight, so memory stays bounded."""
 
-    def __init__(self, images_dir: str | None, root: str | None, processes: int) -> None:
-        self._images_dir, self._root, self._processes = images_dir, root, processes
+    def __init__(self, images_dir: str | None, root: str | None, processes: int, max_text_length: int) -> None:
+        self._images_dir, self._root, self._processes, self._max_text_length = images_dir, root, processes, max_text_length
 
     def setup(self) -> None:
         self._threads = default_threads(self._processes)
@@ -176,14 +192,16 @@ class CheckFiles(beam.DoFn):
     def start_bundle(self) -> None:
         self._pending: deque[Future[list[Any]]] = deque()
 
-    def process(self, batch: list[Any]) -> Iterator[list[Any]]:
+    def process(self, batch: list[Any]) -> Iterator[Any]:
         self._pending.append(self._pool.submit(check_images, batch, self._images_dir, self._root))
         while len(self._pending) > self._threads + 1:
-            yield self._pending.popleft().result()
+            yield from _check(self._pending.popleft().result(), self._max_text_length)
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
+    def finish_bundle(self) -> Iterator[Any]:
         while self._pending:
-            yield in_global_window(self._pending.popleft().result())
+            for item in _check(self._pending.popleft().result(), self._max_text_length):
+                tagged = isinstance(item, beam.pvalue.TaggedOutput)
+                yield beam.pvalue.TaggedOutput(item.tag, in_global_window(item.value)) if tagged else in_global_window(item)
 
     def teardown(self) -> None:
         self._pool.shutdown()
@@ -218,21 +236,16 @@ class IngestItems(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> IngestOutputs:
         batches, settling = self._read(pbegin)
-        checked = route(
-            "Check",
-            batches | "CheckFiles" >> beam.ParDo(CheckFiles(self._images_dir, self._root, self._processes)),
-            STAGE,
-            _check,
-            args=(self._max_text_length,),
-            many=True,
-            tags=("captions", "images"),
-        )
+        checked = batches | "CheckFiles" >> beam.ParDo(
+            CheckFiles(self._images_dir, self._root, self._processes, self._max_text_length)
+        ).with_outputs("captions", "images", main="rejected")
+        _, check_rejects = route("Check", checked.rejected, STAGE)
         captions, caption_duplicates = route(
             "FirstOfCaptionIds", checked.captions | "GroupCaptionShards" >> beam.GroupByKey(), STAGE, _first_captions, many=True
         )
         joined = {"images": checked.images, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
         joined = route("Join", joined, STAGE, _join, many=True, tags=("images",))
-        rejected = (checked[REJECTED], caption_duplicates, joined[REJECTED], *settling) | "AllRejected" >> beam.Flatten()
+        rejected = (check_rejects, caption_duplicates, joined[REJECTED], *settling) | "AllRejected" >> beam.Flatten()
         return IngestOutputs(images=joined.images, captions=joined.kept, rejected=rejected)
 
     def _read(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, tuple[beam.PCollection, ...]]:
