@@ -143,12 +143,33 @@ def _owned(part: int, parts: int) -> Callable[[int], bool]:
     return lambda number: parts == 1 or (number - 1) // PART_LINES % parts == part
 
 
+READ_BLOCK = 1 << 20  # bytes per read of a line source (_raw_lines)
+
+
+def _raw_lines(handle: IO[bytes], block: int = READ_BLOCK) -> Iterator[bytes]:
+    """The lines ``handle.readline`` gives, without their ``\\n``, read ``block`` bytes at a time:
+    ``readline`` reads 8 KiB at a time, and each read lets go of the interpreter lock, which the
+    parsing thread must then wait to take back from the threads that check image files."""
+    pending: list[bytes] = []  # the start of a line longer than the blocks read so far
+    for data in iter(functools.partial(handle.read, block), b""):
+        first, *lines = data.split(b"\n")
+        if not lines:
+            pending.append(first)
+            continue
+        yield b"".join([*pending, first])
+        *whole, last = lines
+        yield from whole
+        pending = [last]
+    if any(pending):
+        yield b"".join(pending)
+
+
 def _decoded_lines(path: str, part: int = 0, parts: int = 1) -> Iterator[tuple[int, str] | Rejected]:
     """``(line number, text)`` per line of the part (:func:`_owned`); a line that is not UTF-8
     becomes a ``bad-encoding`` reject."""
     name, owned = _file_name(path), _owned(part, parts)
     with _open(path) as handle:
-        for number, raw in enumerate(iter(handle.readline, b""), start=1):
+        for number, raw in enumerate(_raw_lines(handle), start=1):
             if not owned(number):
                 continue
             if number == 1:

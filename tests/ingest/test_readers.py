@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
+from codecs import BOM_UTF8
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crisscross.core.errors import ParamError
 from crisscross.core.quarantine import Rejected
+from crisscross.ingest import readers
 from crisscross.ingest.readers import READERS, SourceFileError
 from crisscross.ingest.records import CaptionRecord, ImageRecord
 
@@ -455,3 +460,13 @@ def test_table_csv_oversized_field_bom_and_crlf(tmp_path: Path) -> None:
     assert reasons(rejected) == [("row", "malformed-row", "windows.csv:3")]
     assert "field limit" in rejected[0].detail
     assert json.loads(rejected[0].record).startswith("b,xxx")
+
+
+PIECES = st.sampled_from([b"\n", b"\r", b"\r\n", b"ab", BOM_UTF8, b"\xff"])
+
+
+@given(data=st.binary(max_size=64) | st.lists(PIECES, max_size=24).map(b"".join), block=st.integers(1, 9))
+def test_lines_read_in_blocks_are_the_lines_readline_gives(data: bytes, block: int) -> None:
+    """``_raw_lines`` splits as ``readline`` does (without the ``\\n``), whatever the block boundaries."""
+    by_readline = [line.removesuffix(b"\n") for line in iter(io.BytesIO(data).readline, b"")]
+    assert list(readers._raw_lines(io.BytesIO(data), block)) == by_readline
