@@ -89,11 +89,8 @@ def write_tasks(tasks: pa.Table, out: str, items: str, settings: TaskParams, see
     catalog = load_catalog(items)
     io.write_parquet(io.join(out, "tasks.parquet"), tasks)
     io.write_bytes(io.join(out, ANSWER_KEY), answer_key(tasks))
-    for spec in settings.formats:
-        files = export_tasks(spec, tasks, catalog, settings.replicas, seed)
-        del files[ANSWER_KEY]
-        for relative, data in files.items():
-            io.write_bytes(io.join(out, "export", spec, relative), data)
+    for relative, data in export_tasks(settings.formats, tasks, catalog, settings.replicas, seed):
+        io.write_bytes(io.join(out, relative), data)
 
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:

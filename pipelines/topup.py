@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from crisscross.aggregate.round import KEPT_JUDGMENTS
 from crisscross.annotate.catalog import load_catalog
-from crisscross.annotate.exports import ANSWER_KEY, export_tasks
+from crisscross.annotate.exports import ANSWER_KEY, answer_key, export_tasks
 from crisscross.beam.common import WholeTable
 from crisscross.campaign.topup import TopUpSettings, raters_for, top_up
 from crisscross.core import io
@@ -70,11 +70,10 @@ def write(topped: tuple[pd.DataFrame, pd.DataFrame, int], out: str, items: str, 
     if not raters:
         return
     catalog = load_catalog(items)
-    for spec in settings.formats:
-        files = export_tasks(spec, tasks, catalog, raters, seed)
-        io.write_bytes(io.join(out, ANSWER_KEY), files.pop(ANSWER_KEY))
-        for relative, data in files.items():
-            io.write_bytes(io.join(out, "export", spec, relative), data)
+    if settings.formats:  # the answer key goes beside the task files
+        io.write_bytes(io.join(out, ANSWER_KEY), answer_key(tasks))
+    for relative, data in export_tasks(settings.formats, tasks, catalog, raters, seed):
+        io.write_bytes(io.join(out, relative), data)
 
 
 def report(done: Finished, stage: StageArgs) -> dict[str, Any]:

@@ -100,7 +100,10 @@ def test_bison_rounds_plant_no_gold(demo) -> None:
 def test_exports_list_the_options_raters_pick_from(demo) -> None:
     _, catalog = demo
     tasks = bison_tasks(catalog)
-    lines = [json.loads(line) for line in export_tasks("jsonl", tasks, catalog, 1, SEED)["batches.jsonl"].decode().splitlines()]
+    lines = [
+        json.loads(line)
+        for line in dict(export_tasks(["jsonl"], tasks, catalog, 1, SEED))["export/jsonl/batches.jsonl"].decode().splitlines()
+    ]
     choose = next(i for b in lines if b["task_type"] == CHOOSE for i in b["items"])
     target = choose["a"]["id"]
     assert [o["answer"] for o in choose["options"]] == list(catalog.captions_of(target))
@@ -111,12 +114,12 @@ def test_exports_list_the_options_raters_pick_from(demo) -> None:
     for i, order in zip(triples, orders, strict=True):
         assert order[0] == ("decoy" if decoy_first(i["item_id"], SEED) else "target")
         assert {o["id"] for o in i["options"]} == {catalog.image(i["a"]["id"]), i["b"]["id"]}
-    files = export_tasks("crowd-csv", tasks, catalog, 1, SEED)
-    header = next(csv.reader(io.StringIO(files["choose.csv"].decode())))
+    files = dict(export_tasks(["crowd-csv"], tasks, catalog, 1, SEED))
+    header = next(csv.reader(io.StringIO(files["export/crowd-csv/choose.csv"].decode())))
     assert "item_1_option_1_text" in header and "item_1_option_1_answer" in header
-    assert "item_1_option_2_image" in next(csv.reader(io.StringIO(files["verify-triple.csv"].decode())))
+    assert "item_1_option_2_image" in next(csv.reader(io.StringIO(files["export/crowd-csv/verify-triple.csv"].decode())))
     with pytest.raises(ExportError, match="label-studio"):
-        export_tasks("label-studio", tasks, catalog, 1, SEED)
+        dict(export_tasks(["label-studio"], tasks, catalog, 1, SEED))
 
 
 def test_imported_answers_are_checked_per_type(demo) -> None:

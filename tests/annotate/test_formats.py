@@ -15,9 +15,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crisscross.annotate.catalog import Catalog
-from crisscross.annotate.exports import ANSWER_KEY, TASK_FORMATS, Batch, BatchItem, ExportError, Side, export_tasks, label_studio_config
+from crisscross.annotate.exports import (
+    TASK_FORMATS,
+    Batch,
+    BatchItem,
+    ExportError,
+    Side,
+    answer_key,
+    export_tasks,
+    label_studio_config,
+    studio_json,
+)
 from crisscross.annotate.formats import JUDGMENT_FORMATS, JudgmentFileError
 from crisscross.annotate.gold import Space
 from crisscross.annotate.items import items_from_candidates, verify_items
@@ -28,6 +40,7 @@ from crisscross.embed.sets import EmbeddingSet, cocaption_mean
 from crisscross.formats.schema import GOLD_NEGATIVE, GOLD_POSITIVE, item_id
 from crisscross.tasktypes import task_type
 from crisscross.tasktypes.names import SIS, SITS, STS, VERIFY, VERIFY_ANSWERS
+from tests.fuzzing import fuzz
 
 REPLICAS = 3
 WORKERS = [f"W{r}" for r in range(REPLICAS)]
@@ -143,35 +156,35 @@ def test_formats_are_chosen_by_name():
     assert JUDGMENT_FORMATS.names() == ["crowd-csv", "csv", "jsonl", "label-studio", "store"]
 
 
+def exported(spec: str, tasks: pa.Table, catalog: Catalog, replicas: int) -> dict[str, bytes]:
+    """One format's files, by path inside its folder."""
+    return {path.removeprefix(f"export/{spec}/"): data for path, data in export_tasks([spec], tasks, catalog, replicas)}
+
+
 def test_every_format_keeps_gold_out_of_rater_files_and_in_the_answer_key(round_):
     tasks, catalog = round_
     gold = {(r["batch_id"], r["position"], r["item_id"], r["gold"]) for r in tasks.to_pylist() if r["gold"]}
     assert {g[3] for g in gold} == {GOLD_POSITIVE, GOLD_NEGATIVE}
-    for spec in TASK_FORMATS.names():
-        files = export_tasks(spec, tasks, catalog, REPLICAS)
-        for path, data in files.items():
-            if path != ANSWER_KEY:
-                text = data.decode().lower()
-                assert "gold" not in text and "sampling_method" not in text and "negative" not in text, (spec, path)
-        key = list(csv.DictReader(io.StringIO(files[ANSWER_KEY].decode())))
-        assert {(r["batch_id"], int(r["position"]), r["item_id"], r["gold"]) for r in key} == gold
+    for path, data in export_tasks(TASK_FORMATS.names(), tasks, catalog, REPLICAS):
+        text = data.decode().lower()
+        assert "gold" not in text and "sampling_method" not in text and "negative" not in text, path
+    key = list(csv.DictReader(io.StringIO(answer_key(tasks).decode())))
+    assert {(r["batch_id"], int(r["position"]), r["item_id"], r["gold"]) for r in key} == gold
 
 
 def test_export_layouts(round_):
     tasks, catalog = round_
     types = ("sis", "sits", "sts", "verify")
-    assert set(export_tasks("jsonl", tasks, catalog, REPLICAS)) == {"batches.jsonl", ANSWER_KEY}
-    assert set(export_tasks("crowd-csv", tasks, catalog, REPLICAS)) == {ANSWER_KEY} | {f"{t}.csv" for t in types} | {
-        f"{t}.instructions.txt" for t in types
-    }
-    assert set(export_tasks("label-studio", tasks, catalog, REPLICAS)) == {ANSWER_KEY} | {
-        f"{t}/{f}" for t in types for f in ("tasks.json", "config.xml")
-    }
+    assert {path for path, _ in export_tasks(["jsonl", "crowd-csv", "label-studio"], tasks, catalog, REPLICAS)} == (
+        {"export/jsonl/batches.jsonl"}
+        | {f"export/crowd-csv/{t}.{f}" for t in types for f in ("csv", "instructions.txt")}
+        | {f"export/label-studio/{t}/{f}" for t in types for f in ("tasks.json", "config.xml")}
+    )
 
 
 def test_jsonl_batches_are_self_contained(round_):
     tasks, catalog = round_
-    lines = export_tasks("jsonl", tasks, catalog, REPLICAS)["batches.jsonl"].decode().splitlines()
+    lines = exported("jsonl", tasks, catalog, REPLICAS)["batches.jsonl"].decode().splitlines()
     batches = [json.loads(line) for line in lines]
     assert [b["batch_id"] for b in batches] == sorted(set(tasks.column("batch_id").to_pylist()))
     for b in batches:
@@ -186,7 +199,7 @@ def test_jsonl_batches_are_self_contained(round_):
 
 def test_crowd_csv_columns_are_template_variables(round_):
     tasks, catalog = round_
-    files = export_tasks("crowd-csv", tasks, catalog, REPLICAS)
+    files = exported("crowd-csv", tasks, catalog, REPLICAS)
     for kind, (a, b) in {STS: ("text", "text"), SIS: ("image", "image"), SITS: ("text", "image"), VERIFY: ("image", "text")}.items():
         rows = list(csv.DictReader(io.StringIO(files[f"{kind.lower()}.csv"].decode())))
         assert list(rows[0])[:7] == ["batch_id", "task_type", "replicas", "n_items", "item_1_id", f"item_1_a_{a}", f"item_1_b_{b}"]
@@ -223,6 +236,23 @@ def test_crowd_csv_escapes_html_and_label_studio_keeps_text_as_text():
     }
 
 
+# Adversarial text: quotes, backslashes, control characters, line and paragraph separators, lone surrogates.
+NASTY = st.text(st.one_of(st.sampled_from('"\\/\n\r\t\x00\x1f\x7f\u2028\u2029\ud800\udfff\ufeff{}[],: '), st.characters()), max_size=12)
+
+
+@fuzz(300)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.one_of(NASTY, st.sampled_from(["text_a", "image_b", "position"])), st.one_of(NASTY, st.integers()), min_size=1, max_size=8
+        ),
+        max_size=5,
+    )
+)
+def test_label_studio_json_is_json_dumps_indented(data):
+    assert studio_json(data) == json.dumps([{"data": d} for d in data], sort_keys=True, ensure_ascii=False, indent=1)
+
+
 def test_label_studio_configs_use_the_rating_controls():
     for kind in (STS, SIS, SITS):
         root = ElementTree.fromstring(label_studio_config(kind))
@@ -240,13 +270,13 @@ def test_export_is_deterministic_and_refuses_unshowable_ids(round_):
     tasks, catalog = round_
     again, _ = small_round()
     for spec in TASK_FORMATS.names():
-        assert export_tasks(spec, tasks, catalog, REPLICAS) == export_tasks(spec, again, catalog, REPLICAS)
+        assert exported(spec, tasks, catalog, REPLICAS) == exported(spec, again, catalog, REPLICAS)
     other, _ = small_round(seed=6)
-    assert export_tasks("jsonl", other, catalog, REPLICAS) != export_tasks("jsonl", tasks, catalog, REPLICAS)
+    assert exported("jsonl", other, catalog, REPLICAS) != exported("jsonl", tasks, catalog, REPLICAS)
     captions, images = small_tables()
     blind = Catalog.from_tables(captions, images.set_column(2, "pixels", pa.array(["missing"] * images.num_rows)))
     with pytest.raises(ExportError, match=r"\d+ ids in the tasks table cannot be shown"):
-        export_tasks("jsonl", tasks, blind, REPLICAS)
+        exported("jsonl", tasks, blind, REPLICAS)
 
 
 # ---------------------------------------------------------------------------- round trips
@@ -286,7 +316,7 @@ def fill_crowd_csv(files: dict[str, bytes]) -> dict[str, bytes]:
     """MTurk's batch results: HIT/assignment columns, Input.* copied from the input CSV, Answer.*."""
     out = {}
     for name, data in files.items():
-        if not name.endswith(".csv") or name == ANSWER_KEY:
+        if not name.endswith(".csv"):
             continue
         inputs = list(csv.DictReader(io.StringIO(data.decode())))
         width = max(int(r["n_items"]) for r in inputs)
@@ -363,10 +393,10 @@ def read_all(spec: str, files: dict[str, bytes]) -> list:
 def test_round_trip(round_, spec: str):
     tasks, catalog = round_
     fill = {
-        "jsonl": lambda: {"judgments.jsonl": fill_jsonl(export_tasks("jsonl", tasks, catalog, REPLICAS))},
+        "jsonl": lambda: {"judgments.jsonl": fill_jsonl(exported("jsonl", tasks, catalog, REPLICAS))},
         "csv": lambda: {"judgments.csv": fill_csv(tasks)},
-        "crowd-csv": lambda: fill_crowd_csv(export_tasks("crowd-csv", tasks, catalog, REPLICAS)),
-        "label-studio": lambda: fill_label_studio(export_tasks("label-studio", tasks, catalog, REPLICAS)),
+        "crowd-csv": lambda: fill_crowd_csv(exported("crowd-csv", tasks, catalog, REPLICAS)),
+        "label-studio": lambda: fill_label_studio(exported("label-studio", tasks, catalog, REPLICAS)),
     }[spec]
     judgments, rejected = validate(read_all(spec, fill()), tasks)
     assert rejected == []
@@ -378,18 +408,18 @@ def test_round_trip(round_, spec: str):
 def test_round_trip_keeps_seconds_and_times_as_the_platform_gives_them(round_):
     tasks, catalog = round_
     sizes = Counter(tasks.column("batch_id").to_pylist())
-    crowd, _ = validate(read_all("crowd-csv", fill_crowd_csv(export_tasks("crowd-csv", tasks, catalog, REPLICAS))), tasks)
+    crowd, _ = validate(read_all("crowd-csv", fill_crowd_csv(exported("crowd-csv", tasks, catalog, REPLICAS))), tasks)
     for r in crowd.to_pylist():
         assert r["seconds"] == pytest.approx(600 / sizes[r["batch_id"]])  # WorkTimeInSeconds split evenly
         assert r["time"] == f"2026-01-20T18:{10 + WORKERS.index(r['worker'])}:00Z"  # PST → UTC
     first = sorted(set(tasks.column("batch_id").to_pylist()))[0]  # a top-up batch: some of its rows, as topup exports them
     shown = tasks.filter(pc.equal(tasks.column("batch_id"), first)).slice(0, 3)
-    topped, _ = validate(read_all("crowd-csv", fill_crowd_csv(export_tasks("crowd-csv", shown, catalog, 1))), tasks)
+    topped, _ = validate(read_all("crowd-csv", fill_crowd_csv(exported("crowd-csv", shown, catalog, 1))), tasks)
     assert topped.num_rows == 3 * len(WORKERS) and set(topped.column("seconds").to_pylist()) == {200.0}  # over what was shown
-    studio, _ = validate(read_all("label-studio", fill_label_studio(export_tasks("label-studio", tasks, catalog, REPLICAS))), tasks)
+    studio, _ = validate(read_all("label-studio", fill_label_studio(exported("label-studio", tasks, catalog, REPLICAS))), tasks)
     assert set(studio.column("seconds").to_pylist()) == {6.25}
     assert studio.to_pylist()[0]["time"].endswith(".250000Z")
-    canonical, _ = validate(read_all("jsonl", {"j.jsonl": fill_jsonl(export_tasks("jsonl", tasks, catalog, REPLICAS))}), tasks)
+    canonical, _ = validate(read_all("jsonl", {"j.jsonl": fill_jsonl(exported("jsonl", tasks, catalog, REPLICAS))}), tasks)
     assert canonical.to_pylist()[0]["time"].startswith("2026-01-02T09:")  # +01:00 → UTC
 
 
@@ -427,7 +457,7 @@ def test_demo_round_trip_on_real_tables(demo_items: Path):
     assert rejected == [] and items.num_rows == 90
     tasks = build_tasks(items, catalog, text_spaces(captions), TaskParams(), seed=20260701)
     assert Counter(r["gold"] for r in tasks.to_pylist()) == {"": 90, GOLD_POSITIVE: 7, GOLD_NEGATIVE: 7}  # 3 STS, 2 SIS, 2 SITS batches
-    files = export_tasks("crowd-csv", tasks, catalog, replicas=5)
+    files = exported("crowd-csv", tasks, catalog, replicas=5)
     first_sis = next(csv.DictReader(io.StringIO(files["sis.csv"].decode())))
     assert Path(first_sis["item_1_a_image"]).is_file()  # the path the images table gives
     first_sts = next(csv.DictReader(io.StringIO(files["sts.csv"].decode())))
