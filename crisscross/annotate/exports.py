@@ -142,7 +142,7 @@ def export_tasks(specs: Sequence[str], tasks: pa.Table, catalog: Catalog, replic
     format's files are made as the caller reaches them, so only one format is held at a time."""
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
-    shown = batches(tasks, catalog, seed)
+    shown = batches(tasks, catalog, seed) if specs else []  # no format: nothing shown, nothing to check
     return (
         (f"{EXPORT}/{spec}/{relative}", data)
         for spec in specs
