@@ -25,9 +25,10 @@ DECLARATION = re.compile(r"^STAGE = Stage\(", re.MULTILINE)
 class Stage:
     """A ``crisscross`` command: ``name`` is its subcommand and its params section, ``order`` its
     place in ``crisscross --help`` (data-flow order), ``description`` the one line that list and
-    its own ``--help`` show.  ``one_local_process``: its steps already spread over every core of the
-    process that runs them, so Beam's local runner runs it in one process however many are asked
-    for (``crisscross.pipelines.stage.for_the_runner``)."""
+    its own ``--help`` show.  ``one_local_process``: its steps already spread over the cores of the
+    process that runs them, and a second process on the same machine costs more than it takes over,
+    so Beam's local runner runs it in one process however many are asked for
+    (``crisscross.pipelines.stage.for_the_runner``)."""
 
     name: str
     order: int

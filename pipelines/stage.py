@@ -200,17 +200,16 @@ def for_the_runner(stage: Stage, beam_args: list[str]) -> tuple[list[str], tuple
     """``beam_args`` as ``stage`` runs them, and a note for its summary when they changed.
 
     A stage declared ``one_local_process`` runs in one process on Beam's local runner even when
-    ``--direct_running_mode=multi_processing`` asks for more: its steps already use every core of
-    a process, so on one machine more processes would add only their start-up and their own copy
-    of the inputs (similarity over all of COCO took 3–5% longer on two processes than on one, on
-    two cores).  A named ``--runner``'s workers are other machines, and keep their processes."""
+    ``--direct_running_mode=multi_processing`` asks for more: its steps already use the cores of
+    a process, so on one machine more processes would add their start-up, their own copy of the
+    inputs and the shipping of records between them (all of COCO on two cores: similarity 3–5%
+    longer on two processes than on one, ingest 6%).  A named ``--runner``'s workers are other
+    machines, and keep their processes."""
     asked = worker_processes(beam_args)
     if not stage.one_local_process or asked == 1 or PipelineOptions(beam_args).view_as(StandardOptions).runner is not None:
         return beam_args, ()
     cores = os.cpu_count() or 1
-    note = (
-        f"ran in one local process on its {cores} cores, not the {asked} processes asked for: its steps already use every core of a process"
-    )
+    note = f"ran in one local process on its {cores} cores, not the {asked} processes asked for: on one machine a second process costs this stage more than it takes over"
     return [*beam_args, "--direct_running_mode=in_memory", "--direct_num_workers=1"], (note,)
 
 

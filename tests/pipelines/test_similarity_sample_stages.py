@@ -91,14 +91,16 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
 MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
 
-def test_similarity_runs_in_one_local_process_however_many_are_asked_for():
-    """Its blocks already use every core of a process: more local processes would only add start-up."""
+def test_similarity_and_ingest_run_in_one_local_process_however_many_are_asked_for():
+    """Similarity's blocks already use every core of a process, and ingest's second process would
+    ship every record back to the first: more local processes would only cost."""
     args, notes = for_the_runner(similarity.STAGE, MULTI)
     runner = make_pipeline(args).runner
     assert worker_processes(args) == 1 and isinstance(runner._default_environment, EmbeddedPythonEnvironment)  # no worker command
     assert notes == (
-        f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: its steps already use every core of a process",
+        f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: on one machine a second process costs this stage more than it takes over",
     )
+    assert for_the_runner(ingest.STAGE, MULTI) == for_the_runner(similarity.STAGE, MULTI)
     assert for_the_runner(sample.STAGE, MULTI) == (MULTI, ())  # a stage that gains from a second process keeps it
     portable = [*MULTI, "--runner=PortableRunner", "--job_endpoint=localhost:8099"]
     assert for_the_runner(similarity.STAGE, portable) == (portable, ())  # a named runner's workers are other machines
@@ -110,11 +112,14 @@ def test_two_worker_processes_give_the_same_bytes(
     karpathy_test: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     """Ingest (its source read in two parts), similarity and sample on two worker processes write the
-    one-process build's bytes.  The similarity command runs in one process (its summary says so), so
-    its steps run on two here with that declaration off, as a runner of other machines runs them."""
+    one-process build's bytes.  The ingest and similarity commands run in one process (their summaries
+    say so), so their steps run on two here with that declaration off, as a runner of other machines runs them."""
     params = ["--params", str(karpathy_test / "params.json")]
     source, photos = shared_data / "coco-karpathy" / "test5k.jsonl", shared_data / "coco-images" / "karpathy-test"
-    ingest.main(["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *MULTI])  # as the build's, without params
+    ingest_argv = ["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *MULTI]  # as the build's, without params
+    on_two = parse_args(dataclasses.replace(ingest.STAGE, one_local_process=False), ingest_argv, ingest.IngestSettings, ingest.add_flags)
+    assert worker_processes(on_two.beam_args) == 2 and ingest.read_parts(on_two.beam_args) == 2
+    run_stage(on_two, ingest.build, ingest.report)
     similarity_argv = ["--in", str(karpathy_test / "embeddings"), "--out", str(tmp_path / "similarity"), *params, *MULTI]
     similarity.main([*similarity_argv[:3], str(tmp_path / "one-process"), *similarity_argv[4:]])
     assert "note: ran in one local process" in capsys.readouterr().out
