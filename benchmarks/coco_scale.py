@@ -12,8 +12,9 @@ peak memory is the largest sum of the resident sets of the command and every pro
 (the worker processes with two workers), sampled every 0.1 s.  **The reference is the one-worker
 build in the same run**: ``2w / 1w`` is the two-worker time over the one-worker time (0.5 would
 be perfect on two cores).  Every command is given the two-worker flags; the similarity command,
-whose block pool already keeps every core of one process busy, runs in one process anyway and
-says so in its summary (``Stage.one_local_process``), so it cannot lose to a second worker's start.
+whose block pool already keeps every core of one process busy, and the ingest command, whose second
+process would ship every record back to the first, run in one process anyway and say so in their
+summaries (``Stage.one_local_process``), so they cannot lose to a second worker.
 The one-worker seconds, times the cores each stage keeps busy, are the core-seconds the README's
 "Running on a cluster" costing divides among workers.  Both builds must write the same bytes
 (every file but the timing reports), or the run fails after writing the JSON.
