@@ -27,7 +27,9 @@ class ImageRecord:
 
     def with_pixels(self, pixels: str, path: str = "", width: int = 0, height: int = 0) -> ImageRecord:
         """The record as read with what its file holds (built directly: ``replace`` costs several times more)."""
-        return ImageRecord(self.image_id, self.file_name, self.split, self.source, self.position, path, pixels, width, height)
+        return ImageRecord(
+            self.image_id, self.file_name, self.split, self.source, self.position, path=path, pixels=pixels, width=width, height=height
+        )
 
 
 @dataclass(frozen=True, order=True)
