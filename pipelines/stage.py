@@ -309,7 +309,10 @@ def print_summary(stage: StageArgs, report: Mapping[str, Any], seconds: float) -
 
 
 def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    """Progress lines (INFO) on stderr.  ``force``: Beam's ``PipelineOptions`` calls
+    ``logging.basicConfig()`` when the flags are parsed, which left the root logger at WARNING with
+    its own handler, and every progress line was dropped."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S", force=True)
     beam_logger = logging.getLogger("apache_beam")
     if beam_logger.level == logging.NOTSET:  # the command quiets it further unless --debug
         beam_logger.setLevel(logging.WARNING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -204,6 +205,21 @@ def test_errors_raised_inside_a_pipeline_step_are_one_line(demo_chain: Path, tmp
         ]
     )
     assert "export.json" in line and "JSON" in line, line
+
+
+def test_a_stage_shows_its_progress_lines_on_the_terminal(demo_chain: Path, tmp_path: Path) -> None:
+    """Beam configures the root logger when the flags are parsed; the stage's own INFO lines must
+    still reach stderr, timestamped, and Beam's own stay quiet."""
+    run = subprocess.run(
+        ["crisscross", "similarity", "--in", str(demo_chain / "embeddings"), "--out", str(tmp_path / "similarity"),
+         "--params", str(PROJECT / "params.yaml")],
+        capture_output=True, text=True, check=True, cwd=PROJECT,
+    )  # fmt: skip
+    progress = [line for line in run.stderr.splitlines() if "crisscross.beam.similarity" in line]
+    assert any(
+        re.fullmatch(r"\d\d:\d\d:\d\d crisscross\.beam\.similarity .*: \d+ block pairs from row block 0 done", line) for line in progress
+    ), run.stderr
+    assert "apache_beam" not in run.stderr, run.stderr
 
 
 def test_an_empty_source_and_a_missing_images_folder_are_warnings(tmp_path: Path) -> None:
