@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from crisscross.core import collector, numerics
+from crisscross.core import collector, numerics, pages
 
 numerics.pin()  # before numpy or torch load, in every process that imports crisscross (see core/numerics)
 collector.pace()  # steps hold millions of objects: the older generations are walked less often (see core/collector)
+pages.advise()  # fresh arrays without numpy's huge-page advice, whose first touch cost ten times as much (see core/pages)
 
 __version__ = "0.1.0"
 __all__ = ["__version__", "load_release"]
