@@ -52,7 +52,9 @@ def _load_unit(set_path: str) -> np.ndarray:
 class StripeTopK(beam.DoFn):
     """Candidates from lists of block pairs (:func:`stripes`), on ``threads`` threads (0: the
     worker's share of its cores among ``processes``), selecting against the side input ``floor``
-    when given (:func:`floors`).  A bundle's lists are merged per row block as its elements finish
+    when given (:func:`floors`), raised by every list the instance has merged since: each row's K-th
+    best over any columns is a lower bound of its final one, so the lists are the same and later
+    elements insert less.  A bundle's lists are merged per row block as its elements finish
     and leave in ``finish_bundle``, for :func:`lists_table` shards: a worker's lists never cross to
     the runner.  The normalised matrix is loaded once per worker."""
 
@@ -64,14 +66,21 @@ class StripeTopK(beam.DoFn):
     def setup(self) -> None:
         numerics.check("similarity")
         self._threads = self._threads or default_threads(self._processes)
+        self._floor: np.ndarray | None = None  # the side input raised by every list this instance has merged
 
     def start_bundle(self) -> None:
         self._best: dict[int, TopK] = {}
 
     def process(self, pairs: list[tuple[int, int]], floor: np.ndarray | None = None) -> None:
-        for part in run_pairs(self._unit.get(), pairs, self._block, self._k, self._threads, floor):
+        if floor is not None:  # later elements select against what earlier ones found, not the diagonal alone
+            self._floor = np.array(floor, np.float32) if self._floor is None else np.maximum(self._floor, floor)
+        for part in run_pairs(self._unit.get(), pairs, self._block, self._k, self._threads, self._floor if floor is not None else None):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
-            self._best[part.start] = merge_topk(self._best[part.start], part) if part.start in self._best else part
+            merged = merge_topk(self._best[part.start], part) if part.start in self._best else part
+            self._best[part.start] = merged
+            if self._floor is not None:  # any rows' K-th best so far is a lower bound of their final one
+                rows = slice(part.start, part.start + len(merged.scores))
+                self._floor[rows] = np.maximum(self._floor[rows], merged.scores[:, -1])
         LOG.info("%s: %d block pairs from row block %d done", self._set_path, len(pairs), pairs[0][0])
 
     def finish_bundle(self) -> Iterable[WindowedValue]:

@@ -34,8 +34,9 @@ class Prepared:
 def prepare(embeddings: EmbeddingSet, source: str) -> Prepared:
     vectors = np.asarray(embeddings.vectors, dtype=np.float32)
     finite = np.isfinite(vectors).all(axis=1)
-    nonzero = np.zeros(len(vectors), bool)
-    nonzero[finite] = np.any(vectors[finite] != 0, axis=1)
+    # A finite row has a non-zero entry where its largest is above 0 or its smallest below: two
+    # reductions over the rows, without copying them (±0 count as zero; non-finite rows are out first).
+    nonzero = (vectors.max(axis=1, initial=-np.inf) > 0) | (vectors.min(axis=1, initial=np.inf) < 0)
     seen: set[str] = set()
     keep, rejected = [], []
     for row, item_id in enumerate(embeddings.ids):
@@ -56,7 +57,8 @@ def prepare(embeddings: EmbeddingSet, source: str) -> Prepared:
             )
         else:
             keep.append(row)
-    return Prepared([embeddings.ids[r] for r in keep], unit_rows(vectors[keep]), rejected)
+    kept = vectors if len(keep) == len(vectors) else vectors[keep]  # a copy only when a row is left out
+    return Prepared([embeddings.ids[r] for r in keep], unit_rows(kept), rejected)
 
 
 def neighbours_table(ids: list[str], parts: Iterable[TopK]) -> pa.Table:
@@ -66,12 +68,12 @@ def neighbours_table(ids: list[str], parts: Iterable[TopK]) -> pa.Table:
     scores = np.concatenate([p.scores for p in ordered]) if ordered else np.zeros((0, 0), np.float32)
     present = indices != NO_NEIGHBOUR
     query_rows, ranks = np.nonzero(present)
-    id_array = np.asarray(ids, dtype=object)
+    id_array = pa.array(ids, pa.string())  # ids picked by Arrow's take: no Python string per row
     return pa.table(
         {
-            "query_id": pa.array(id_array[query_rows], pa.string()),
+            "query_id": id_array.take(query_rows),
             "rank": pa.array(ranks + 1, pa.int16()),
-            "neighbour_id": pa.array(id_array[indices[present]], pa.string()),
+            "neighbour_id": id_array.take(indices[present]),
             "similarity": pa.array(scores[present], pa.float32()),
         },
         schema=NEIGHBOURS_SCHEMA,

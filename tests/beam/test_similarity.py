@@ -93,3 +93,34 @@ def test_list_shards_merge_to_the_exact_lists_in_any_order_and_once_each(tmp_pat
     np.testing.assert_array_equal(merged.indices, indices)
     np.testing.assert_array_equal(merged.scores, scores)
     assert not folder.exists()
+
+
+def test_stripes_selecting_against_floors_raised_by_earlier_elements_give_the_exact_lists_with_ties(tmp_path: Path) -> None:
+    """One StripeTopK instance takes every stripe, in one bundle and then over several: each element
+    selects against the floors its predecessors raised, and hundreds of exact ties for each row's
+    K-th place still resolve by id, as in one pass without floors."""
+    from crisscross.beam.similarity import StripeTopK
+    from crisscross.similarity.topk import merge_topk
+    from tests.similarity.test_topk import dense_reference, tied_unit_rows
+
+    unit, block, k = tied_unit_rows(700, seed=9), 64, 25
+    set_path = str(tmp_path / "tied")
+    EmbeddingSet([f"coco:img:{row:04d}" for row in range(len(unit))], unit, {"dim": 8}).write(set_path)
+    diagonal = run_pairs(unit, [(i, i) for i in range(-(-len(unit) // block))], block, k, 2)
+    floor = floors([(part.start, part.scores[:, -1]) for part in diagonal], len(unit))
+    ref_idx, ref_scores = dense_reference(unit, k)
+    for per_bundle in (len(stripes(len(unit), block)), 1):
+        top_k = StripeTopK(set_path, k, block, 2, 1)
+        top_k.setup()
+        found = {part.start: part for part in diagonal}
+        work = stripes(len(unit), block)
+        for first in range(0, len(work), per_bundle):
+            top_k.start_bundle()
+            for element in work[first : first + per_bundle]:
+                top_k.process(element, floor)
+            for value in top_k.finish_bundle():
+                found[value.value.start] = merge_topk(found[value.value.start], value.value)
+        assert top_k._floor is not None and (top_k._floor > floor).any()  # later elements had higher floors
+        merged = [found[start] for start in sorted(found)]
+        np.testing.assert_array_equal(np.concatenate([t.indices for t in merged]), ref_idx)
+        np.testing.assert_array_equal(np.concatenate([t.scores for t in merged]), ref_scores)
