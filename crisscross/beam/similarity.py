@@ -6,7 +6,8 @@ over workers); each worker reads the embedding set's ``vectors.npy`` itself, onc
 bucket) and normalises it with :func:`prepare`, so no side input carries the matrix.  The diagonal
 pairs run first: every row's K-th best in its own block is a lower bound of its final K-th best,
 and the off-diagonal pairs select against these floors (an N-float side input) from their first
-entry, instead of filling every column's list from nothing.  An element's pairs run on the
+entry, instead of filling every column's list from nothing; a worker raises them with every list it
+merges, so its later pairs insert less.  An element's pairs run on the
 worker's threads, the merged K-th bests raising the thresholds for its later pairs
 (:func:`crisscross.similarity.topk.run_pairs`).  A bundle's lists are merged per row block in its
 worker and written there as one Parquet shard; one step merges the shards and writes the table,
