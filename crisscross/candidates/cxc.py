@@ -169,17 +169,20 @@ def enforce_constraints(tables: Iterable[pa.Table], allow_cross_method: bool) ->
     methods, firsts, seconds = (ordered.column(name).to_pylist() for name in ("method", "id1", "id2"))
     keep = np.zeros(ordered.num_rows, dtype=bool)
     rejected: list[Rejected] = []
+    # The method that kept each pair last.  Rows come method by method (the order's first column), so
+    # a pair repeated within a method finds its own method here, even where an earlier method kept it
+    # too (cross-method pairs allowed); otherwise only one method ever keeps a pair.
     seen: dict[tuple[str, str], str] = {}
     for row, (method, id1, id2) in enumerate(zip(methods, firsts, seconds, strict=True)):
         key = unordered(id1, id2)
         if id1 == id2:
             rejected.append(_pair_rejected(key, method, id1, id2, "self-pair", f"{method} pairs {id1} with itself"))
-        elif key in seen and seen[key] == method:
+        elif seen.get(key) == method:
             rejected.append(_pair_rejected(key, method, id1, id2, "duplicate-pair", f"{method} holds {key[0]}|{key[1]} twice"))
         elif key in seen and not allow_cross_method:
             rejected.append(_pair_rejected(key, method, id1, id2, "cross-method", f"{key[0]}|{key[1]} is in {seen[key]} and {method}"))
         else:
-            seen.setdefault(key, method)
+            seen[key] = method
             keep[row] = True
     return ordered.filter(pa.array(keep)).combine_chunks(), rejected
 

@@ -114,6 +114,15 @@ def test_constraints_keep_the_first_and_reject_the_rest():
     ]
     kept, rejected = constrained([cand(C2C_ISIM, "coco:cap:4", "coco:cap:5"), cand(C2C_COCAPTION, "coco:cap:4", "coco:cap:5")], True)
     assert len(kept) == 2 and rejected == []
+    # cross-method pairs allowed, a pair repeated within its second method is still a duplicate there
+    pair_twice_in_isim = [
+        cand(C2C_COCAPTION, "coco:cap:4", "coco:cap:5"),
+        cand(C2C_ISIM, "coco:cap:4", "coco:cap:5"),
+        cand(C2C_ISIM, "coco:cap:5", "coco:cap:4"),
+    ]
+    kept, rejected = constrained(pair_twice_in_isim, True)
+    assert [row[0] for row in kept] == [C2C_COCAPTION, C2C_ISIM]
+    assert [(r.reason, r.key) for r in rejected] == [("duplicate-pair", "coco:cap:4|coco:cap:5")]
     kept, rejected = constrained([])
     assert kept == [] and rejected == []
 
