@@ -440,12 +440,11 @@ def merge_shards(stems: list[str], folder: str, directory: str, meta: dict[str, 
     ids = [i for table in tables for i in table.column("id").to_pylist()]
     groups = [g for table in tables for g in table.column("group").to_pylist()]
     with shard_rows([f"{stem}{SHARD_ROWS}" for stem in stems], len(ids), meta["dim"]) as vectors, ThreadPoolExecutor(1) as pool:
-        averaged = pool.submit(cocaption_means, ids, groups, vectors) if means is not None else None
+        averaged = None if means is None else (means, pool.submit(cocaption_means, ids, groups, vectors))
         EmbeddingSet(ids, vectors, meta).write(directory)
-        if means is not None and averaged is not None:
-            mean_dir, mean_meta = means
-            image_ids, image_means = averaged.result()
-            EmbeddingSet(image_ids, image_means, mean_meta).write(mean_dir)
+        if averaged is not None:
+            (mean_dir, mean_meta), result = averaged
+            EmbeddingSet(*result.result(), mean_meta).write(mean_dir)
     if FileSystems.exists(folder):
         FileSystems.delete([folder])
 

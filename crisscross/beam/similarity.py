@@ -67,7 +67,7 @@ class StripeTopK(beam.DoFn):
     def setup(self) -> None:
         numerics.check("similarity")
         self._threads = self._threads or default_threads(self._processes)
-        self._floor: np.ndarray | None = None  # the side input raised by every list this instance has merged
+        self._floor: np.ndarray | None = None  # the side input raised by every list this instance has merged (None: no side input)
 
     def start_bundle(self) -> None:
         self._best: dict[int, TopK] = {}
@@ -75,7 +75,7 @@ class StripeTopK(beam.DoFn):
     def process(self, pairs: list[tuple[int, int]], floor: np.ndarray | None = None) -> None:
         if floor is not None:  # later elements select against what earlier ones found, not the diagonal alone
             self._floor = np.array(floor, np.float32) if self._floor is None else np.maximum(self._floor, floor)
-        for part in run_pairs(self._unit.get(), pairs, self._block, self._k, self._threads, self._floor if floor is not None else None):
+        for part in run_pairs(self._unit.get(), pairs, self._block, self._k, self._threads, self._floor):
             beam.metrics.Metrics.counter("similarity", "block-rows").inc(len(part.indices))
             merged = merge_topk(self._best[part.start], part) if part.start in self._best else part
             self._best[part.start] = merged
