@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
@@ -168,6 +170,16 @@ def by_shard(records: Iterable[Any], key: Callable[[Any], str], pack: Callable[[
         shards.setdefault(shard_of(key(record)), []).append(record)
     for shard, part in shards.items():
         yield shard, pack(part)
+
+
+def tables_by_shard(table: pa.Table, column: str) -> Iterator[tuple[int, pa.Table]]:
+    """``(shard, rows)`` per shard (:func:`shard_of`) of ``table[column]``: :func:`by_shard` for
+    rows that are already columns, each distinct key hashed once."""
+    keys = pc.dictionary_encode(table[column].combine_chunks())
+    shard_of_key = np.fromiter((shard_of(key) for key in keys.dictionary.to_pylist()), dtype=np.int64, count=len(keys.dictionary))
+    shards = shard_of_key[keys.indices.to_numpy(zero_copy_only=False)]
+    for shard in np.unique(shards).tolist():
+        yield shard, table.take(np.flatnonzero(shards == shard))
 
 
 @dataclass(eq=False)

@@ -1,10 +1,10 @@
 """The sample composite: neighbour tables + captions → CxC intramodal candidates, with provenance.
 
-Neighbour rows become (unordered pair, evidence); grouping by pair unites what several encoders
-and both ends of a pair found.  Tables are read as Arrow row groups and pairs are shuffled in
-per-shard lists (``common.by_shard``, packed as columns: a runner copies a step's output where steps meet,
-and sizes it from a sample it encodes), so all of COCO's ~3M neighbour rows per space cost a few
-thousand Beam elements, each copied as bytes.  Caption draws read the captions of each image from
+Neighbour rows become findings of unordered pairs (``cxc.neighbour_evidence``); grouping by pair
+unites what several encoders and both ends of a pair found.  Tables are read as Arrow row groups
+and findings stay Arrow tables, shuffled per shard of the pair's first id (``common.tables_by_shard``:
+a runner copies a step's output where steps meet, and sizes it from a sample it encodes), so all of
+COCO's ~3M neighbour rows per space cost a few hundred Beam elements, each copied as buffers.  Caption draws read the captions of each image from
 ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
 ``c2c_isim`` count as a singleton side input.  Candidates become table rows where they are drawn
 (``cxc.candidates_table``: published ids, provenance JSON, so that work is shared among workers)
@@ -26,25 +26,24 @@ from crisscross.beam.common import (
     REJECTED,
     PerWorker,
     TableShards,
-    by_shard,
     gather,
-    packed_columns,
     read_shards,
     route,
-    unpacked_columns,
+    tables_by_shard,
     unpacking,
 )
 from crisscross.candidates.cxc import (
     C2C_COCAPTION,
     C2C_ISIM,
+    EVIDENCE_SCHEMA,
     I2I_CSIM,
-    Evidence,
     candidates_table,
     caption_pair_for_images,
     cocaption_pairs,
     enforce_constraints,
-    image_pair,
-    neighbour_pairs,
+    evidence_by_pair,
+    image_pairs_table,
+    neighbour_evidence,
 )
 from crisscross.core import io
 from crisscross.core.quarantine import Rejected
@@ -73,21 +72,15 @@ def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: 
     return parts | f"All[{label}]" >> beam.Flatten() | f"ByShard[{label}]" >> beam.GroupByKey()
 
 
-def _pair_shards(table: pa.Table, space: str, top: int) -> Iterator[tuple[int, bytes]]:
-    """``(shard, packed part)`` of a neighbour table's (pair, evidence), each as one flat row
-    ``(id1, id2, *evidence)`` and packed as columns: pickling the named tuples one by one took a
-    sixth of all of COCO's ``sample`` stage."""
-    rows = ((*pair, *evidence) for pair, evidence in neighbour_pairs(table, space, top))
-    return by_shard(rows, lambda row: f"{row[0]}|{row[1]}", packed_columns)
+def _pair_shards(table: pa.Table, space: str, top: int) -> Iterator[tuple[int, pa.Table]]:
+    """``(shard, part)`` of a neighbour table's findings (``cxc.neighbour_evidence``), sharded by
+    the pair's first id, so every finding of a pair meets in one shard."""
+    return tables_by_shard(neighbour_evidence(table, space, top), "id1")
 
 
-def _group_pairs(keyed: tuple[int, Iterable[bytes]]) -> list[tuple[tuple[str, str], list[Evidence]]]:
-    """One shard's pairs (:func:`_pair_shards`) with every evidence found for each."""
-    grouped: dict[tuple[str, str], list[Evidence]] = {}
-    for part in keyed[1]:
-        for id1, id2, space, query, rank, similarity in unpacked_columns(part):
-            grouped.setdefault((id1, id2), []).append(Evidence(space, query, rank, similarity))
-    return list(grouped.items())
+def _shard_evidence(keyed: tuple[int, Iterable[pa.Table]]) -> pa.Table:
+    """One shard's findings (:func:`_pair_shards` parts) as one table."""
+    return pa.concat_tables([EVIDENCE_SCHEMA.empty_table(), *keyed[1]])
 
 
 def read_captions_by_image(path: str) -> dict[str, list[str]]:
@@ -96,24 +89,27 @@ def read_captions_by_image(path: str) -> dict[str, list[str]]:
     return {image: list(by_image[image]) for image in sorted(by_image)}
 
 
-def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> pa.Table:
+def _image_pairs(keyed: tuple[int, Iterable[pa.Table]]) -> pa.Table:
     """One shard's ``i2i_csim`` candidates, as a table."""
-    return candidates_table(image_pair(I2I_CSIM, pair, evidence) for pair, evidence in _group_pairs(keyed))
+    return image_pairs_table(_shard_evidence(keyed))
 
 
-def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: PerWorker[dict[str, list[str]]], seed: int) -> Iterator[Any]:
+def _draw_captions(keyed: tuple[int, Iterable[pa.Table]], captions: PerWorker[dict[str, list[str]]], seed: int) -> Iterator[Any]:
     """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as a table and their
     count (tag ``count``, for the co-caption quota)."""
     by_image = captions.get()
-    drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in _group_pairs(keyed)]
+    drawn = [caption_pair_for_images(pair, evidence, by_image, seed) for pair, evidence in evidence_by_pair(_shard_evidence(keyed))]
     kept = [d for d in drawn if not isinstance(d, Rejected)]
     yield from (d for d in drawn if isinstance(d, Rejected))
     yield beam.pvalue.TaggedOutput("count", len(kept))
     yield candidates_table(kept)
 
 
-def _quota(n_isim: int, ratio: float) -> int:
-    return int(round(n_isim * ratio))
+def _cocaption_table(n_isim: int, captions: PerWorker[dict[str, list[str]]], ratio: float, seed: int) -> pa.Table:
+    """The ``c2c_cocaption`` candidates, ``ratio`` × the ``c2c_isim`` count of them; the captions
+    are not read for none (a text-only build draws no ``c2c_isim`` pairs)."""
+    quota = int(round(n_isim * ratio))
+    return candidates_table(cocaption_pairs(captions.get(), quota, seed) if quota else [])
 
 
 def _keep(shards: list[str], folder: str, allow_cross_method: bool) -> Iterable[Any]:
@@ -159,11 +155,7 @@ class SampleCandidates(beam.PTransform):
         cocaption = (
             pipeline
             | "Once" >> beam.Create([None])
-            | "Cocaption"
-            >> beam.Map(
-                lambda _, n: candidates_table(cocaption_pairs(captions.get(), _quota(n, ratio), seed)),
-                beam.pvalue.AsSingleton(n_isim),
-            )
+            | "Cocaption" >> beam.Map(lambda _, n: _cocaption_table(n, captions, ratio, seed), beam.pvalue.AsSingleton(n_isim))
         )
         shards = [
             tables | f"Shards[{method}]" >> beam.ParDo(TableShards(self._shards, pa.concat_tables))

@@ -15,10 +15,10 @@ a stable hash of what is drawn for, so any runner, in any order, draws the same 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -93,18 +93,89 @@ def unordered(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
-def neighbour_pairs(table: pa.Table, space: str, top: int) -> Iterable[tuple[tuple[str, str], Evidence]]:
-    """(unordered pair, evidence) for every neighbour ranked within ``top`` (self-pairs skipped), from
-    rows of a neighbours table; the rows past ``top`` are cut in Arrow, never made Python objects."""
-    within = table.filter(pc.less_equal(table["rank"], top))
-    columns = (within.column(name).to_pylist() for name in ("query_id", "neighbour_id", "rank", "similarity"))
-    for query, neighbour, rank, similarity in zip(*columns, strict=True):
-        if query != neighbour:
-            yield unordered(query, neighbour), Evidence(space, query, rank, similarity)
+# A pair's findings as rows: the pair (``id1 <= id2``), then the finding's fields in
+# :class:`Evidence` order, so sorting by every column sorts by pair and, within one, as findings sort.
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        ("id1", pa.string()),
+        ("id2", pa.string()),
+        ("space", pa.string()),
+        ("query", pa.string()),
+        ("rank", pa.int16()),
+        ("similarity", pa.float32()),
+    ]
+)
+_EVIDENCE_ORDER = [(name, "ascending") for name in EVIDENCE_SCHEMA.names]
 
 
-def image_pair(method: str, pair: tuple[str, str], evidence: Iterable[Evidence]) -> Candidate:
-    return Candidate(method, pair[0], pair[1], pair[0], pair[1], tuple(sorted(evidence)))
+def neighbour_evidence(table: pa.Table, space: str, top: int) -> pa.Table:
+    """:data:`EVIDENCE_SCHEMA` rows for every neighbour ranked within ``top`` (self-pairs skipped)
+    of a neighbours table, made in Arrow: the pair is unordered (Arrow compares UTF-8 bytes, which
+    order as Python orders code points).  All of COCO's 1.2 million findings made one by one as
+    Python objects took a seventh of the ``sample`` stage."""
+    within = table.filter(pc.and_(pc.less_equal(table["rank"], top), pc.not_equal(table["query_id"], table["neighbour_id"])))
+    query, neighbour = within["query_id"], within["neighbour_id"]
+    first = pc.less_equal(query, neighbour)
+    pair = [pc.if_else(first, query, neighbour), pc.if_else(first, neighbour, query)]
+    return pa.table([*pair, _repeated(space, len(within)), query, within["rank"], within["similarity"]], schema=EVIDENCE_SCHEMA)
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    return pa.nulls(n, pa.string()).fill_null(text)
+
+
+def _pair_runs(evidence: pa.Table) -> tuple[pa.Table, list[int]]:
+    """``evidence`` sorted (by pair, then as findings sort) and where each pair's run of rows
+    starts, with the row count last."""
+    ordered = pa.concat_tables([EVIDENCE_SCHEMA.empty_table(), evidence.cast(EVIDENCE_SCHEMA)]).sort_by(_EVIDENCE_ORDER).combine_chunks()
+    if not ordered.num_rows:
+        return ordered, [0]
+    id1, id2 = ordered["id1"], ordered["id2"]
+    changed = pc.or_(pc.not_equal(id1[1:], id1[:-1]), pc.not_equal(id2[1:], id2[:-1])).to_numpy(zero_copy_only=False)
+    return ordered, [0, *(np.flatnonzero(changed) + 1).tolist(), ordered.num_rows]
+
+
+def _findings(ordered: pa.Table) -> Iterator[tuple[str, str, int, float]]:
+    """The finding of each :data:`EVIDENCE_SCHEMA` row, as :class:`Evidence` fields."""
+    return zip(*(ordered[name].to_pylist() for name in EVIDENCE_SCHEMA.names[2:]), strict=True)
+
+
+def evidence_by_pair(evidence: pa.Table) -> list[tuple[tuple[str, str], list[Evidence]]]:
+    """Each pair of :data:`EVIDENCE_SCHEMA` rows with all its findings, in the pairs' order."""
+    ordered, runs = _pair_runs(evidence)
+    id1, id2 = ordered["id1"].to_pylist(), ordered["id2"].to_pylist()
+    findings = list(itertools.starmap(Evidence, _findings(ordered)))
+    return [((id1[start], id2[start]), findings[start:end]) for start, end in itertools.pairwise(runs)]
+
+
+def image_pairs_table(evidence: pa.Table) -> pa.Table:
+    """The ``i2i_csim`` candidates of :data:`EVIDENCE_SCHEMA` rows, as :func:`candidates_table`
+    makes them from :class:`Candidate` objects: one per pair, its provenance every finding of it.
+    Built column by column (each finding's JSON by :func:`_finding_json`, joined per pair in
+    Arrow), since one object per pair and finding took a third of all of COCO's ``sample`` stage."""
+    ordered, runs = _pair_runs(evidence)
+    findings = pa.array(list(itertools.starmap(_finding_json, _findings(ordered))), pa.string())
+    per_pair = pa.ListArray.from_arrays(pa.array(runs, pa.int32()), findings)
+    firsts = pa.array(runs[:-1], pa.int64())
+    id1, id2 = ordered["id1"].take(firsts), ordered["id2"].take(firsts)
+    columns = {
+        "method": _repeated(I2I_CSIM, len(firsts)),
+        "id1": id1,
+        "id2": id2,
+        "image1": id1,
+        "image2": id2,
+        "published1": _published_column(id1, IMAGE_KIND),
+        "published2": _published_column(id2, IMAGE_KIND),
+        "provenance": pc.binary_join_element_wise("[", pc.binary_join(per_pair, ", "), "]", ""),
+    }
+    return _ordered_candidates(columns)
+
+
+def _published_column(ids: pa.Array | pa.ChunkedArray, kind: str) -> pa.Array:
+    """:func:`published` of each id, called once per distinct id."""
+    encoded = pc.dictionary_encode(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
+    names = pa.array([published(i, kind) for i in encoded.dictionary.to_pylist()], pa.string())
+    return names.take(encoded.indices)
 
 
 def caption_pair_for_images(
@@ -157,7 +228,11 @@ def candidates_table(candidates: Iterable[Candidate]) -> pa.Table:
         "published2": [published(c.id2, kind) for c, kind in zip(rows, kinds, strict=True)],
         "provenance": [c.provenance_json() for c in rows],
     }
-    return pa.table(columns, schema=CANDIDATES_SCHEMA).sort_by(_ORDER)
+    return _ordered_candidates(columns)
+
+
+def _ordered_candidates(columns: Mapping[str, Any]) -> pa.Table:
+    return pa.table(dict(columns), schema=CANDIDATES_SCHEMA).sort_by(_ORDER)
 
 
 def enforce_constraints(tables: Iterable[pa.Table], allow_cross_method: bool) -> tuple[pa.Table, list[Rejected]]:

@@ -16,6 +16,7 @@ from crisscross.beam.common import (
     gather,
     packed_columns,
     shard_of,
+    tables_by_shard,
     unpacked,
     unpacked_columns,
     unpacking,
@@ -64,6 +65,15 @@ def test_by_shard_packs_flat_rows_as_columns_and_gives_them_back_in_order() -> N
     for shard, part in back.items():
         expected = [r for r in rows if shard_of(r[0]) == shard]
         assert [repr(r) for r in part] == [repr(r) for r in expected]  # repr: NaN equals itself there
+
+
+def test_tables_by_shard_splits_rows_by_their_key_shard_in_order_across_chunks() -> None:
+    rows = [{"key": f"id{i % 37}\u00e9", "n": i} for i in range(600)]
+    table = pa.concat_tables([pa.Table.from_pylist(rows[:250]), pa.Table.from_pylist(rows[250:])])
+    parts = dict(tables_by_shard(table, "key"))
+    assert len(parts) == len({shard_of(row["key"]) for row in rows}) <= SHARDS
+    for shard, part in parts.items():
+        assert part.to_pylist() == [row for row in rows if shard_of(row["key"]) == shard]
 
 
 def halves(path: str, n: int) -> list[object]:

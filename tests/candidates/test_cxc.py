@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from crisscross.candidates.cxc import (
     C2C_COCAPTION,
     C2C_ISIM,
     CANDIDATES_SCHEMA,
+    EVIDENCE_SCHEMA,
     I2I_CSIM,
     Candidate,
     Evidence,
@@ -20,8 +22,9 @@ from crisscross.candidates.cxc import (
     caption_pair_for_images,
     cocaption_pairs,
     enforce_constraints,
-    image_pair,
-    neighbour_pairs,
+    evidence_by_pair,
+    image_pairs_table,
+    neighbour_evidence,
 )
 from crisscross.core.quarantine import Rejected
 from crisscross.similarity.neighbours import NEIGHBOURS_SCHEMA
@@ -36,17 +39,71 @@ def rows(query: str, neighbours: list[str]) -> pa.Table:
     )
 
 
-def test_neighbour_pairs_are_unordered_and_cut_at_top():
-    found = list(neighbour_pairs(rows("i:b", ["i:a", "i:b", "i:c", "i:d"]), "text/use/cm", top=3))
-    assert [pair for pair, _ in found] == [("i:a", "i:b"), ("i:b", "i:c")]
-    assert found[0][1] == Evidence("text/use/cm", "i:b", 1, 1.0) and found[1][1].rank == 3
+def test_neighbour_evidence_is_unordered_and_cut_at_top():
+    found = neighbour_evidence(rows("i:b", ["i:a", "i:b", "i:c", "i:d"]), "text/use/cm", top=3).to_pylist()
+    assert [(row["id1"], row["id2"]) for row in found] == [("i:a", "i:b"), ("i:b", "i:c")]
+    assert found[0] == {"id1": "i:a", "id2": "i:b", "space": "text/use/cm", "query": "i:b", "rank": 1, "similarity": 1.0}
+    assert found[1]["rank"] == 3
 
 
-def test_image_pair_unites_evidence_from_both_ends_and_encoders():
-    evidence = [Evidence("text/use", "i:b", 2, 0.8), Evidence("text/bow", "i:a", 1, 0.9), Evidence("text/use", "i:a", 1, 0.8)]
-    candidate = image_pair(I2I_CSIM, ("i:a", "i:b"), evidence)
-    assert (candidate.id1, candidate.id2, candidate.image1, candidate.image2) == ("i:a", "i:b", "i:a", "i:b")
-    assert [e["space"] for e in json.loads(candidate.provenance_json())] == ["text/bow", "text/use", "text/use"]
+def evidence_table(findings: list[tuple[tuple[str, str], Evidence]]) -> pa.Table:
+    return pa.Table.from_pylist([{"id1": a, "id2": b, **e._asdict()} for (a, b), e in findings], schema=EVIDENCE_SCHEMA)
+
+
+def test_image_pairs_unite_evidence_from_both_ends_and_encoders():
+    evidence = [
+        Evidence("text/use", "demo:img:b", 2, 0.75),
+        Evidence("text/bow", "demo:img:a", 1, 0.5),
+        Evidence("text/use", "demo:img:a", 1, 0.75),
+    ]
+    table = image_pairs_table(evidence_table([(("demo:img:a", "demo:img:b"), e) for e in evidence]))
+    [row] = table.to_pylist()
+    assert (row["method"], row["id1"], row["id2"], row["image1"], row["image2"]) == (
+        I2I_CSIM,
+        "demo:img:a",
+        "demo:img:b",
+        "demo:img:a",
+        "demo:img:b",
+    )
+    assert [(e["space"], e["query"]) for e in json.loads(row["provenance"])] == [
+        ("text/bow", "demo:img:a"),
+        ("text/use", "demo:img:a"),
+        ("text/use", "demo:img:b"),
+    ]
+    assert image_pairs_table(EVIDENCE_SCHEMA.empty_table()).num_rows == 0
+
+
+# Image ids of one dataset whose native parts hold non-ASCII and astral characters, so Arrow's
+# byte order and Python's code-point order are both exercised; similarities are float32, as the
+# neighbour tables hold them.
+_IDS = st.builds(lambda native: f"demo:img:{native}", st.text(st.sampled_from("ab~é☃😀\u00ff\u0100"), min_size=1, max_size=3))
+_EVIDENCE_ROWS = st.lists(
+    st.tuples(
+        _IDS,
+        _IDS,
+        st.sampled_from(["text/use", "text/bow", "tëxt"]),
+        _IDS,
+        st.integers(1, 30),
+        st.sampled_from([0.5, 0.25, 1e-7, -0.0, 0.1]).map(lambda x: float(np.float32(x))),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(_EVIDENCE_ROWS)
+def test_image_pairs_table_is_candidates_table_of_the_pairs_as_objects(rows_: list[tuple[str, str, str, str, int, float]]):
+    """The columnar i2i path makes the bytes :class:`Candidate` objects make, one per pair, in any input order."""
+    findings = [
+        (tuple(sorted((a, b))), Evidence(space, query, rank, similarity)) for a, b, space, query, rank, similarity in rows_ if a != b
+    ]
+    grouped: dict[tuple[str, str], list[Evidence]] = {}
+    for pair, finding in findings:
+        grouped.setdefault(pair, []).append(finding)
+    objects = [Candidate(I2I_CSIM, a, b, a, b, tuple(sorted(e))) for (a, b), e in grouped.items()]
+    for order in (findings, findings[::-1]):
+        assert image_pairs_table(evidence_table(order)).equals(candidates_table(objects))
+        assert dict(evidence_by_pair(evidence_table(order))) == {pair: sorted(e) for pair, e in grouped.items()}
 
 
 # Ids and space names with quotes, backslashes, control, non-ASCII and lone surrogate characters.

@@ -16,7 +16,7 @@ from apache_beam.transforms.environments import EmbeddedPythonEnvironment
 
 from crisscross.core.ids import CocoIdScheme
 from crisscross.embed.sets import EmbeddingSet
-from crisscross.pipelines import ingest, sample, similarity
+from crisscross.pipelines import embed, ingest, sample, similarity
 from crisscross.pipelines.stage import for_the_runner, make_pipeline, parse_args, run_stage, worker_processes
 
 
@@ -91,17 +91,17 @@ def test_candidates_follow_the_cxc_recipe(karpathy_test: Path):
 MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
 
-def test_similarity_and_ingest_run_in_one_local_process_however_many_are_asked_for():
-    """Similarity's blocks already use every core of a process, and ingest's second process would
-    ship every record back to the first: more local processes would only cost."""
+def test_similarity_ingest_and_sample_run_in_one_local_process_however_many_are_asked_for():
+    """Similarity's blocks already use every core of a process, and ingest's and sample's second
+    process would ship more records and tables than it takes work over: more local processes would only cost."""
     args, notes = for_the_runner(similarity.STAGE, MULTI)
     runner = make_pipeline(args).runner
     assert worker_processes(args) == 1 and isinstance(runner._default_environment, EmbeddedPythonEnvironment)  # no worker command
     assert notes == (
         f"ran in one local process on its {os.cpu_count()} cores, not the 2 processes asked for: on one machine a second process costs this stage more than it takes over",
     )
-    assert for_the_runner(ingest.STAGE, MULTI) == for_the_runner(similarity.STAGE, MULTI)
-    assert for_the_runner(sample.STAGE, MULTI) == (MULTI, ())  # a stage that gains from a second process keeps it
+    assert for_the_runner(ingest.STAGE, MULTI) == for_the_runner(sample.STAGE, MULTI) == for_the_runner(similarity.STAGE, MULTI)
+    assert for_the_runner(embed.STAGE, MULTI) == (MULTI, ())  # a stage that gains from a second process keeps it
     portable = [*MULTI, "--runner=PortableRunner", "--job_endpoint=localhost:8099"]
     assert for_the_runner(similarity.STAGE, portable) == (portable, ())  # a named runner's workers are other machines
     assert for_the_runner(similarity.STAGE, ["--direct_num_workers=2"]) == (["--direct_num_workers=2"], ())
@@ -112,8 +112,8 @@ def test_two_worker_processes_give_the_same_bytes(
     karpathy_test: Path, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     """Ingest (its source read in two parts), similarity and sample on two worker processes write the
-    one-process build's bytes.  The ingest and similarity commands run in one process (their summaries
-    say so), so their steps run on two here with that declaration off, as a runner of other machines runs them."""
+    one-process build's bytes.  Their commands run in one process (their summaries say so), so their
+    steps run on two here with that declaration off, as a runner of other machines runs them."""
     params = ["--params", str(karpathy_test / "params.json")]
     source, photos = shared_data / "coco-karpathy" / "test5k.jsonl", shared_data / "coco-images" / "karpathy-test"
     ingest_argv = ["--in", str(source), "--images", str(photos), "--out", str(tmp_path / "items"), *MULTI]  # as the build's, without params
@@ -126,18 +126,12 @@ def test_two_worker_processes_give_the_same_bytes(
     on_two = parse_args(dataclasses.replace(similarity.STAGE, one_local_process=False), similarity_argv, similarity.SimilaritySettings)
     assert worker_processes(on_two.beam_args) == 2 and not on_two.notes
     run_stage(on_two, similarity.build, similarity.report)
-    sample.main(
-        [
-            "--in",
-            str(tmp_path / "similarity"),
-            "--items",
-            str(karpathy_test / "items"),
-            "--out",
-            str(tmp_path / "candidates"),
-            *params,
-            *MULTI,
-        ]
+    sample_argv = ["--in", str(tmp_path / "similarity"), "--items", str(karpathy_test / "items"), "--out", str(tmp_path / "candidates")]
+    on_two = parse_args(
+        dataclasses.replace(sample.STAGE, one_local_process=False), [*sample_argv, *params, *MULTI], sample.SampleSettings, sample.add_flags
     )
+    assert worker_processes(on_two.beam_args) == 2
+    run_stage(on_two, sample.build, sample.report)
     for stage, written in (("items", "items"), ("similarity", "similarity"), ("similarity", "one-process"), ("candidates", "candidates")):
         ours = sorted(p.relative_to(karpathy_test / stage) for p in (karpathy_test / stage).rglob("*") if p.is_file())
         assert ours == sorted(p.relative_to(tmp_path / written) for p in (tmp_path / written).rglob("*") if p.is_file())
