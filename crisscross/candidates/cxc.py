@@ -53,8 +53,9 @@ class SampleSettings:
 
 class Evidence(NamedTuple):
     """One reason a pair was picked: ``query``'s list in ``space`` had the other item at ``rank``.
-    A named tuple, not a dataclass: hundreds of thousands cross between steps, and a tuple pickles
-    and sorts faster (ordered by its fields, as a dataclass with ``order`` would be)."""
+    A named tuple, not a dataclass: ``c2c_isim`` makes one per finding, and a tuple is made and
+    sorted faster (ordered by its fields, as a dataclass with ``order`` would be; as
+    :data:`EVIDENCE_SCHEMA` rows sort)."""
 
     space: str
     query: str
@@ -117,7 +118,8 @@ def neighbour_evidence(table: pa.Table, space: str, top: int) -> pa.Table:
     query, neighbour = within["query_id"], within["neighbour_id"]
     first = pc.less_equal(query, neighbour)
     pair = [pc.if_else(first, query, neighbour), pc.if_else(first, neighbour, query)]
-    return pa.table([*pair, _repeated(space, len(within)), query, within["rank"], within["similarity"]], schema=EVIDENCE_SCHEMA)
+    columns = [*pair, _repeated(space, len(within)), query, within["rank"], within["similarity"]]
+    return pa.table(columns, names=EVIDENCE_SCHEMA.names).cast(EVIDENCE_SCHEMA)
 
 
 def _repeated(text: str, n: int) -> pa.Array:
@@ -232,6 +234,7 @@ def candidates_table(candidates: Iterable[Candidate]) -> pa.Table:
 
 
 def _ordered_candidates(columns: Mapping[str, Any]) -> pa.Table:
+    """Candidate columns as :data:`CANDIDATES_SCHEMA` rows, in the candidates' order."""
     return pa.table(dict(columns), schema=CANDIDATES_SCHEMA).sort_by(_ORDER)
 
 
