@@ -44,6 +44,10 @@ def test_neighbour_evidence_is_unordered_and_cut_at_top():
     assert [(row["id1"], row["id2"]) for row in found] == [("i:a", "i:b"), ("i:b", "i:c")]
     assert found[0] == {"id1": "i:a", "id2": "i:b", "space": "text/use/cm", "query": "i:b", "rank": 1, "similarity": 1.0}
     assert found[1]["rank"] == 3
+    beyond_ascii = neighbour_evidence(rows("i:é", ["i:z", "i:😀", "i:\u00ff", "i:\u0100"]), "s", top=4)
+    assert list(zip(beyond_ascii["id1"].to_pylist(), beyond_ascii["id2"].to_pylist(), strict=True)) == [
+        tuple(sorted(("i:é", other))) for other in ("i:z", "i:😀", "i:\u00ff", "i:\u0100")
+    ]  # Python's code-point order
 
 
 def evidence_table(findings: list[tuple[tuple[str, str], Evidence]]) -> pa.Table:
