@@ -79,8 +79,8 @@ def rejected_batch(
     return RejectedBatch(pa.table(columns, schema=QUARANTINE_SCHEMA))
 
 
-# Text JSON writes between its quotes as it is (printable ASCII but the quote and the backslash).
-_PLAIN_TEXT = r"^[\x20\x21\x23-\x5b\x5d-\x7e]*$"
+# Text JSON writes between its quotes as it is but for the quote and the backslash (printable ASCII).
+_PRINTABLE_ASCII = r"^[\x20-\x7e]*$"
 
 
 def records_json(table: pa.Table) -> pa.Array:
@@ -98,10 +98,13 @@ def records_json(table: pa.Table) -> pa.Array:
 
 def _json_text(column: pa.ChunkedArray) -> pa.Array:
     """Each value of a text column as JSON writes it (``null`` for a missing one): most between
-    quotes as they are, the rest through json's own escaper."""
+    quotes as they are; printable ASCII with quotes or backslashes (provenance, itself JSON) with
+    those two escaped in Arrow, as json's escaper does; the rest through json's own escaper."""
     values = column.cast(pa.string()).combine_chunks()
-    quoted = pc.binary_join_element_wise('"', values, '"', "")
-    escaped = pc.invert(pc.fill_null(pc.match_substring_regex(values, _PLAIN_TEXT), True))
+    printable = pc.fill_null(pc.match_substring_regex(values, _PRINTABLE_ASCII), True)
+    backslashed = pc.replace_substring(pc.replace_substring(values, "\\", "\\\\"), '"', '\\"')
+    quoted = pc.binary_join_element_wise('"', pc.if_else(printable, backslashed, values), '"', "")
+    escaped = pc.invert(printable)
     if pc.any(escaped).as_py():
         texts = [encode_basestring_ascii(value) for value in pc.filter(values, escaped).to_pylist()]
         quoted = pc.replace_with_mask(quoted, escaped, pa.array(texts, pa.string()))

@@ -18,12 +18,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from io import BytesIO
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from crisscross.core import io
 
@@ -70,13 +70,13 @@ class EmbeddingSet:
         Sets read from elsewhere may repeat ids (similarity quarantines the repeats); sets this
         project writes never do.
         """
-        if len(set(self.ids)) != len(self.ids):
+        order = id_order(self.ids)
+        ids = pa.array(self.ids, pa.string()).take(order)
+        if len(ids) > 1 and pc.any(pc.equal(ids[1:], ids[:-1])).as_py():
             raise ValueError("duplicate ids in an embedding set")
-        order = np.argsort(np.asarray(self.ids, dtype=object), kind="stable")
-        ids = [self.ids[i] for i in order]
         vectors = self.vectors if self.vectors.dtype == np.float32 else np.asarray(self.vectors, dtype=np.float32)
         io.write_npy(io.join(directory, "vectors.npy"), vectors, order)
-        io.write_parquet(io.join(directory, "ids.parquet"), pa.table({"id": pa.array(ids, pa.string())}))
+        io.write_parquet(io.join(directory, "ids.parquet"), pa.table({"id": ids}))
         io.write_json(io.join(directory, "meta.json"), {**self.meta, "dim": int(vectors.shape[1]), "count": len(ids)})
 
     @classmethod
@@ -117,6 +117,13 @@ def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarra
     return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
 
 
+def id_order(ids: Sequence[str], *then: Sequence[str]) -> np.ndarray:
+    """The row order sorting ``ids`` (ties by each of ``then`` in turn), as Python orders the
+    strings: Arrow compares UTF-8 bytes, which order as code points do, without a Python key per row."""
+    columns = {str(n): pa.array(column, pa.string()) for n, column in enumerate((ids, *then))}
+    return pc.sort_indices(pa.table(columns), [(name, "ascending") for name in columns]).to_numpy().astype(np.int64)
+
+
 MEANS_CHUNK = 1024  # images whose captions are normalised and averaged at once: a few MiB of copies, reused
 
 
@@ -126,13 +133,11 @@ def cocaption_means(caption_ids: Sequence[str], image_ids: Sequence[str], vector
     Images with the same number of captions are averaged together, a chunk at a time: each mean
     is still its captions' unit rows summed in caption-id order, the bytes of :func:`cocaption_mean`
     whatever the batching (``tests/embed/test_sets.py``), without a Python step per image."""
-    rows = np.array(sorted(range(len(image_ids)), key=lambda r: (image_ids[r], caption_ids[r])), dtype=np.int64)
-    images, counts = [], []
-    for image, members in groupby(rows.tolist(), key=image_ids.__getitem__):
-        images.append(image)
-        counts.append(sum(1 for _ in members))
-    sizes = np.asarray(counts, dtype=np.int64)
-    starts = np.cumsum(sizes) - sizes
+    rows = id_order(image_ids, caption_ids)
+    grouped = pa.array(image_ids, pa.string()).take(rows)
+    starts = np.flatnonzero(np.r_[True, pc.not_equal(grouped[1:], grouped[:-1]).to_numpy(zero_copy_only=False)]) if len(rows) else rows
+    sizes = np.diff(np.r_[starts, len(rows)])
+    images = grouped.take(starts).to_pylist()
     means = np.zeros((len(images), vectors.shape[1]), np.float32)
     for size in np.unique(sizes).tolist():
         of_size = np.flatnonzero(sizes == size)

@@ -77,6 +77,7 @@ def _batch(rows: list[tuple[str, str, str, str]], records: pa.Table):
 @settings(max_examples=150, derandomize=True, database=None, deadline=None)
 @given(_refused())
 @example(([("k", "r", "d", "s")], pa.table({"b": ['x"\\\u00e9'], "a": [None]})))
+@example(([("k", "r", "d", "s")] * 4, pa.table({"p": ['[{"q": "a\\\\b"}]', 'é"', None, "plain"]})))
 def test_a_batch_of_rejects_holds_what_reject_makes_of_each(refused) -> None:
     """Rejects built as one table are, row for row, the ``Rejected`` of :func:`reject` given each
     record's dict (sorted-key JSON, text escaped as json escapes it, nulls, NaN, any column type),

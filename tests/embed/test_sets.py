@@ -2,9 +2,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crisscross.embed import sets
-from crisscross.embed.sets import EmbeddingSet, cocaption_mean, cocaption_means, encoder_slug, row_problem, row_problems
+from crisscross.embed.sets import EmbeddingSet, cocaption_mean, cocaption_means, encoder_slug, id_order, row_problem, row_problems
 
 
 def test_cocaption_mean_weights_captions_equally_and_ignores_order():
@@ -69,3 +71,16 @@ def test_cocaption_means_are_byte_identical_to_one_image_at_a_time_whatever_the_
         rows = [r for r, owner in enumerate(image_ids) if owner == image]
         assert mean.tobytes() == cocaption_mean([caption_ids[r] for r in rows], vectors[rows]).tobytes()
     assert cocaption_means([], [], np.zeros((0, 16), np.float32))[1].shape == (0, 16)
+
+
+_ID = st.text(st.sampled_from("ab~é☃😀\x00") | st.characters(exclude_categories=("Cs",)), max_size=3)
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.tuples(_ID, _ID), max_size=40))
+def test_id_order_is_pythons_order_of_the_strings(pairs):
+    """Sets and co-caption means are sorted in Arrow: the rows come in the order Python's sort
+    gives them (code points, astral ones too; ties by the next key, then kept as they came)."""
+    firsts, seconds = [a for a, _ in pairs], [b for _, b in pairs]
+    assert id_order(firsts).tolist() == sorted(range(len(pairs)), key=firsts.__getitem__)
+    assert id_order(firsts, seconds).tolist() == sorted(range(len(pairs)), key=pairs.__getitem__)
