@@ -29,7 +29,7 @@ from crisscross.core.quarantine import Rejected, reject
 from crisscross.core.rng import generator
 from crisscross.core.settings import setting
 from crisscross.embed import DEFAULT_IMAGE_ENCODERS, DEFAULT_TEXT_ENCODERS
-from crisscross.formats.cxc import cxc_csv
+from crisscross.formats.cxc import candidates_csv
 from crisscross.tasktypes.sis import SIS
 from crisscross.tasktypes.sts import STS
 
@@ -272,9 +272,9 @@ def _pair_rejected(key: tuple[str, str], method: str, id1: str, id2: str, reason
 
 def candidate_csvs(table: pa.Table) -> dict[str, bytes]:
     """``sts_candidates.csv`` and ``sis_candidates.csv`` in the CxC release shape, without scores,
-    from a :func:`candidates_table` (sorted as the files are)."""
-    rows = list(zip(*(table.column(name).to_pylist() for name in ("id1", "id2", "method")), strict=True))
-    return {
-        name: cxc_csv(task, ((id1, id2, None, method) for id1, id2, method in rows if method in methods), scored=False)
-        for name, (task, methods) in CANDIDATE_FILES.items()
-    }
+    from a :func:`candidates_table` (sorted as the files are), whose ids are already published."""
+    files = {}
+    for name, (task, methods) in CANDIDATE_FILES.items():
+        rows = table.filter(pc.is_in(table.column("method"), pa.array(methods, pa.string())))
+        files[name] = candidates_csv(task, rows.column("published1"), rows.column("published2"), rows.column("method"))
+    return files

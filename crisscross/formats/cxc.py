@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from crisscross.core import io
 from crisscross.core.csv_records import csv_records
@@ -144,6 +145,12 @@ def _row_problem(row: Mapping[str, Any], needed: list[str]) -> str:
     if not row[METHOD].strip():
         return "empty sampling_method"
     return ""
+
+
+def candidates_csv(task: str, first: pa.ChunkedArray, second: pa.ChunkedArray, methods: pa.ChunkedArray) -> bytes:
+    """:func:`cxc_csv`'s candidate shape (ids and sampling method, no score yet) from columns whose
+    ids are already in their published form."""
+    return io.text_columns_csv_bytes([*CXC_FILES[task].columns, METHOD], [first, second, methods])
 
 
 def cxc_csv(task: str, rows: Iterable[tuple[str, str, float | None, str]], *, scored: bool = True) -> bytes:

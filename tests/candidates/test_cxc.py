@@ -20,6 +20,7 @@ from crisscross.candidates.cxc import (
     Evidence,
     candidates_table,
     caption_pair_for_images,
+    candidate_csvs,
     cocaption_pairs,
     enforce_constraints,
     evidence_by_pair,
@@ -27,6 +28,7 @@ from crisscross.candidates.cxc import (
     neighbour_evidence,
 )
 from crisscross.core.quarantine import Rejected
+from crisscross.formats.cxc import cxc_csv
 from crisscross.similarity.neighbours import NEIGHBOURS_SCHEMA
 
 CAPTIONS = {"i:a": ["c:a1", "c:a2", "c:a3"], "i:b": ["c:b1", "c:b2"], "i:c": ["c:c1"]}
@@ -197,3 +199,23 @@ def test_constraints_keep_the_first_in_the_candidates_order_whatever_order_they_
     for order in ([a, b], [b, a]):
         kept, rejected = constrained(order)
         assert [json.loads(row[-1])[0]["query"] for row in kept] == ["coco:img:1"] and [r.reason for r in rejected] == ["duplicate-pair"]
+
+
+def test_candidate_csvs_are_the_release_shape_of_each_task_s_pairs():
+    """The CSVs are joined from the table's published ids: the bytes :func:`cxc_csv` writes from
+    the canonical ids of each file's methods, in the table's order."""
+    pairs = [
+        Candidate(I2I_CSIM, "coco:img:10", "coco:img:9", "coco:img:10", "coco:img:9", ()),
+        Candidate(C2C_ISIM, "coco:cap:3", "coco:cap:70", "coco:img:1", "coco:img:2", ()),
+        Candidate(I2I_CSIM, "coco:img:1", "coco:img:2", "coco:img:1", "coco:img:2", ()),
+        Candidate(C2C_COCAPTION, "coco:cap:4", "coco:cap:5", "coco:img:1", "coco:img:1", ()),
+    ]
+    table = candidates_table(pairs)
+    rows = [(row["id1"], row["id2"], None, row["method"]) for row in table.to_pylist()]
+    files = candidate_csvs(table)
+    assert files["sis_candidates.csv"] == cxc_csv("SIS", [r for r in rows if r[3] == I2I_CSIM], scored=False)
+    assert files["sts_candidates.csv"] == cxc_csv("STS", [r for r in rows if r[3] != I2I_CSIM], scored=False)
+    assert files["sis_candidates.csv"].decode().splitlines()[1:] == [
+        "COCO_val2014_000000000001.jpg,COCO_val2014_000000000002.jpg,i2i_csim",
+        "COCO_val2014_000000000010.jpg,COCO_val2014_000000000009.jpg,i2i_csim",
+    ]
