@@ -252,6 +252,7 @@ class EncodeBatches(beam.DoFn):
         limit_process_threads(threads)
         self._lanes_of_process = lanes
         self._done = 0
+        self._counters: dict[str, Any] = {}
 
     def start_bundle(self) -> None:
         # A fresh window per bundle: a bundle that failed (and is retried) leaves nothing behind.
@@ -271,21 +272,28 @@ class EncodeBatches(beam.DoFn):
                 else:
                     yield in_global_window(output)
 
+    def _count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to this step's counter ``name``, made once per instance: Beam builds a counter's
+        name anew on every ``Metrics.counter`` call, and a batch bumps several."""
+        if name not in self._counters:
+            self._counters[name] = Metrics.counter(self._namespace, name)
+        self._counters[name].inc(n)
+
     def _outputs(self, done: BatchDone) -> Iterable[Any]:
         for item_id in done.not_covered:
-            Metrics.counter(self._namespace, "skipped/not-covered").inc()
+            self._count("skipped/not-covered")
             yield beam.pvalue.TaggedOutput(SKIPPED, Skipped(self._spec, item_id, "not-covered"))
         for rejected in done.unreadable:
-            Metrics.counter(self._namespace, "rejected/unreadable-image").inc()
+            self._count("rejected/unreadable-image")
             yield beam.pvalue.TaggedOutput(REJECTED, rejected)
         if not done.ids:
             return
-        good = []
-        for row, (item_id, problem) in enumerate(zip(done.ids, row_problems(done.vectors, done.dim), strict=True)):
+        problems = row_problems(done.vectors, done.dim)
+        good = [row for row, problem in enumerate(problems) if problem is None]
+        for item_id, problem in zip(done.ids, problems, strict=True):
             if problem is None:
-                good.append(row)
                 continue
-            Metrics.counter(self._namespace, f"rejected/{problem}").inc()
+            self._count(f"rejected/{problem}")
             yield beam.pvalue.TaggedOutput(
                 REJECTED,
                 reject(
@@ -297,11 +305,14 @@ class EncodeBatches(beam.DoFn):
                     {"id": item_id, "encoder": self._spec},
                 ),
             )
-        Metrics.counter(self._namespace, "encoded").inc(len(good))
+        self._count("encoded", len(good))
         for name, value in done.stats.items():
-            Metrics.counter(self._namespace, f"stat/{name}").inc(value)
+            self._count(f"stat/{name}", value)
         self._log_progress(len(done.ids))
-        yield Encoded(tuple(done.ids[r] for r in good), tuple(done.groups[r] for r in good), done.vectors[good])
+        if len(good) == len(done.ids):  # every row usable, as nearly always: no copies
+            yield Encoded(tuple(done.ids), tuple(done.groups), done.vectors)
+        else:
+            yield Encoded(tuple(done.ids[r] for r in good), tuple(done.groups[r] for r in good), done.vectors[good])
 
     def _log_progress(self, n: int) -> None:
         """One line per tenth of the items this worker has passed (each worker logs its own share)."""

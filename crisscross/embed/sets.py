@@ -154,7 +154,10 @@ def row_problems(vectors: np.ndarray, dim: int) -> list[str | None]:
     None; checked for all rows at once (an encoder's batch)."""
     if vectors.ndim != 2 or vectors.shape[1] != dim:
         return ["wrong-dim"] * len(vectors)
-    finite, nonzero = np.isfinite(vectors).all(axis=1).tolist(), vectors.any(axis=1).tolist()
+    finite, nonzero = np.isfinite(vectors).all(axis=1), vectors.any(axis=1)
+    if finite.all() and nonzero.all():
+        return [None] * len(vectors)
+    finite, nonzero = finite.tolist(), nonzero.tolist()
     return [None if ok and some else "zero-vector" if ok else "non-finite" for ok, some in zip(finite, nonzero, strict=True)]
 
 
