@@ -1,6 +1,6 @@
 """The embed composite: items tables → one embedding set per encoder (plus co-caption means).
 
-Beam elements are batches, never single items, because pickling every caption at each shuffle
+Beam elements are runs of batches, never single items, because pickling every caption at each shuffle
 cost more than encoding it.  The input is Arrow tables (Parquet row groups); each is split by a
 stable hash of the id into buckets, a bucket's rows are sorted by id and cut into ``batch_size``
 batches, so the same inputs give the same batches (and the same bytes) on any runner and any
@@ -54,7 +54,8 @@ from crisscross.ingest.records import PIXELS_OK
 STAGE = "embed"
 SKIPPED = "skipped"
 BUCKET_ITEMS = 16_384
-BATCHES_PER_ELEMENT = 16  # encoder batches travelling as one Beam element (batch_runs)
+BATCHES_PER_ELEMENT = 16  # encoder batches travelling as one Beam element at most (batch_runs)
+ELEMENTS_PER_BUCKET = 8  # elements a bucket of enough batches is cut into, to spread over workers
 SHARDS = ".shards"  # beside the encoder's sets, deleted by the merge
 SHARD_ROWS = ".f32"  # a shard's rows: raw float32, C order, the width in the set's meta
 COPY_BYTES = 1 << 20  # read at a time when a remote shard is copied to be mapped
@@ -131,10 +132,13 @@ def batches_of(tables: Iterable[pa.Table], batch_size: int) -> list[Batch]:
     return [Batch(*(tuple(column[start : start + batch_size]) for column in columns)) for start in range(0, len(items), batch_size)]
 
 
-def batch_runs(batches: list[Batch], per_element: int = BATCHES_PER_ELEMENT) -> list[list[Batch]]:
-    """A bucket's batches, ``per_element`` to a Beam element: each element costs the runner a
-    pickle, a shuffle entry and a window on the way to the lanes, which at COCO's 9,632 batches of
-    64 captions the main thread paid beside the lanes.  The batches, and so the bytes, are the same."""
+def batch_runs(batches: list[Batch]) -> list[list[Batch]]:
+    """A bucket's batches, up to :data:`BATCHES_PER_ELEMENT` to a Beam element and at least
+    :data:`ELEMENTS_PER_BUCKET` elements when it has as many batches: each element costs the runner a
+    pickle, a shuffle entry and a window on the way to the lanes, which at COCO's 9,632 batches of 64
+    captions the main thread paid beside the lanes, while a few batches of images must still spread
+    over the workers.  The batches, and so the bytes, are the same."""
+    per_element = max(1, min(BATCHES_PER_ELEMENT, len(batches) // ELEMENTS_PER_BUCKET))
     return [batches[first : first + per_element] for first in range(0, len(batches), per_element)]
 
 

@@ -20,6 +20,7 @@ from crisscross.beam.embed import (
     Batch,
     EmbedItems,
     JoinedRows,
+    batch_runs,
     batches_of,
     bucket_of,
     buckets_of,
@@ -167,3 +168,14 @@ def test_a_set_written_from_joined_shards_has_the_bytes_of_one_matrix(tmp_path: 
         assert cocaption_means(ids, groups, rows)[1].tobytes() == cocaption_means(ids, groups, joined)[1].tobytes()
     EmbeddingSet(ids, joined, {}).write(str(tmp_path / "whole"))
     assert (tmp_path / "joined" / "vectors.npy").read_bytes() == (tmp_path / "whole" / "vectors.npy").read_bytes()
+
+
+def test_batch_runs_keep_the_batches_and_spread_a_few_over_workers():
+    """Up to 16 batches travel as one element; a bucket of few batches (370 images are 6) still
+    gives an element per batch, so two workers share them; the batches themselves are untouched."""
+    def batches(n: int) -> list[Batch]:
+        return [Batch((f"id{i}",), ("",), (f"id{i}",)) for i in range(n)]
+
+    for n, sizes in ((0, []), (6, [1] * 6), (29, [3] * 9 + [2]), (256, [16] * 16), (300, [16] * 18 + [12])):
+        runs = batch_runs(batches(n))
+        assert [len(run) for run in runs] == sizes and [b for run in runs for b in run] == batches(n)
