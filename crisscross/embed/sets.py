@@ -70,8 +70,9 @@ class EmbeddingSet:
         Sets read from elsewhere may repeat ids (similarity quarantines the repeats); sets this
         project writes never do.
         """
-        order = id_order(self.ids)
-        ids = pa.array(self.ids, pa.string()).take(order)
+        given = pa.array(self.ids, pa.string())
+        order = id_order(given)
+        ids = given.take(order)
         if len(ids) > 1 and pc.any(pc.equal(ids[1:], ids[:-1])).as_py():
             raise ValueError("duplicate ids in an embedding set")
         vectors = self.vectors if self.vectors.dtype == np.float32 else np.asarray(self.vectors, dtype=np.float32)
@@ -117,9 +118,10 @@ def cocaption_mean(caption_ids: Sequence[str], vectors: np.ndarray) -> np.ndarra
     return unit_rows(np.asarray(vectors, dtype=np.float32)[order]).mean(axis=0, dtype=np.float64).astype(np.float32)
 
 
-def id_order(ids: Sequence[str], *then: Sequence[str]) -> np.ndarray:
+def id_order(ids: Sequence[str] | pa.Array, *then: Sequence[str] | pa.Array) -> np.ndarray:
     """The row order sorting ``ids`` (ties by each of ``then`` in turn), as Python orders the
-    strings: Arrow compares UTF-8 bytes, which order as code points do, without a Python key per row."""
+    strings: Arrow compares UTF-8 bytes, which order as code points do, without a Python key per row.
+    Text columns already in Arrow are sorted as they are, not converted again."""
     columns = {str(n): pa.array(column, pa.string()) for n, column in enumerate((ids, *then))}
     return pc.sort_indices(pa.table(columns), [(name, "ascending") for name in columns]).to_numpy().astype(np.int64)
 
@@ -133,8 +135,9 @@ def cocaption_means(caption_ids: Sequence[str], image_ids: Sequence[str], vector
     Images with the same number of captions are averaged together, a chunk at a time: each mean
     is still its captions' unit rows summed in caption-id order, the bytes of :func:`cocaption_mean`
     whatever the batching (``tests/embed/test_sets.py``), without a Python step per image."""
-    rows = id_order(image_ids, caption_ids)
-    grouped = pa.array(image_ids, pa.string()).take(rows)
+    images_given = pa.array(image_ids, pa.string())
+    rows = id_order(images_given, caption_ids)
+    grouped = images_given.take(rows)
     starts = np.flatnonzero(np.r_[True, pc.not_equal(grouped[1:], grouped[:-1]).to_numpy(zero_copy_only=False)]) if len(rows) else rows
     sizes = np.diff(np.r_[starts, len(rows)])
     images = grouped.take(starts).to_pylist()

@@ -173,6 +173,7 @@ def test_a_set_written_from_joined_shards_has_the_bytes_of_one_matrix(tmp_path: 
 def test_batch_runs_keep_the_batches_and_spread_a_few_over_workers():
     """Up to 16 batches travel as one element; a bucket of few batches (370 images are 6) still
     gives an element per batch, so two workers share them; the batches themselves are untouched."""
+
     def batches(n: int) -> list[Batch]:
         return [Batch((f"id{i}",), ("",), (f"id{i}",)) for i in range(n)]
 
