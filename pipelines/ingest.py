@@ -16,7 +16,7 @@ from crisscross.beam.ingest import IngestItems
 from crisscross.core import io
 from crisscross.core.settings import Options, setting
 from crisscross.ingest.readers import READERS
-from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, captions_table, images_table, sorted_by_id
+from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
 from crisscross.pipelines.registry import Stage
 from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, worker_processes, write_quarantine
@@ -68,12 +68,8 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
     parts = read_parts(stage.beam_args)
     ingest = IngestItems(reader, stage.inputs, images_dir, settings.max_text_length, root=stage.root, processes=processes, parts=parts)
     outputs = pipeline | "Ingest" >> ingest
-    for name, batches, to_table, schema in (
-        ("images", outputs.images, images_table, IMAGES_SCHEMA),
-        ("captions", outputs.captions, captions_table, CAPTIONS_SCHEMA),
-    ):
+    for name, tables, schema in (("images", outputs.images, IMAGES_SCHEMA), ("captions", outputs.captions, CAPTIONS_SCHEMA)):
         path = io.join(out, f"{name}.parquet")
-        tables = batches | f"{name.title()}Tables" >> beam.Map(to_table)
         gather(f"Gather{name.title()}", tables) | f"Write{name.title()}" >> beam.Map(
             unpacking(lambda parts, path=path, schema=schema: io.write_parquet(path, sorted_by_id(parts, schema)))
         )

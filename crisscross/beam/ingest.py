@@ -1,8 +1,8 @@
 """The ingest composite: source file → validated images, captions, and a quarantine.
 
-Steps (each labelled): read with the named reader → check image paths (confined to the images
-folder) and look up and decode image files, on the worker's threads while the next records are read
-→ check caption text (and length) → keep the first of duplicate caption ids → join captions to their
+Steps (each labelled): read with the named reader and, in the same step, check image paths
+(confined to the images folder) and look up and decode image files, on the worker's threads while
+the next records are read → check caption text (and length) → keep the first of duplicate caption ids → join captions to their
 images, keeping the first of duplicate image ids (unknown images, images without captions).  Every
 rejected record leaves through the ``rejected`` output; nothing is dropped.  An image refused for
 its path is refused before the join, so its captions are rejected as ``unknown-image``, like the
@@ -13,45 +13,61 @@ the runner gives it; the parts' image sightings meet by image-id shard, where ea
 settled from its first row in the file (``settle_image``), and the rare part whose own first row
 of an image contradicts the file's is read again for it.  The records are those of one reading.
 
-Elements are batches of records, and the two shuffles move per-shard batches (``common.by_shard``:
-records keyed by a stable hash of the id the step groups on), so a collection the size of all of MS-COCO costs a few
-thousand Beam elements rather than a few million; the library functions see one shard at a time.
+Elements are batches of records, and the two shuffles move per-shard batches keyed by a stable hash
+of the id the step groups on, so a collection the size of all of MS-COCO costs a few thousand Beam
+elements rather than a few million; the library functions see one shard at a time.  Checked
+captions travel as Arrow tables (``common.tables_by_shard``, as IPC bytes) through the first-of-each step and the
+join to the tables written, so none of COCO's 616,435 is pickled, or sized by Beam, as an object;
+images, a fifth as many, as packed columns (``common.by_shard``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import operator
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 
-from crisscross.beam.common import REJECTED, by_shard, default_threads, in_global_window, packed_columns, route, unpacked, unpacked_columns
+from crisscross.beam.common import (
+    REJECTED,
+    by_shard,
+    default_threads,
+    in_global_window,
+    packed_columns,
+    route,
+    tables_by_shard,
+    unpacked,
+    unpacked_columns,
+    unpacked_tables,
+)
 from crisscross.core.quarantine import Rejected
 from crisscross.ingest.readers import ImageSighting, LineReader, settle_image
-from crisscross.ingest.records import PIXELS_UNCHECKED, CaptionRecord, ImageRecord
-from crisscross.ingest.validate import (
-    DEFAULT_MAX_TEXT_LENGTH,
-    check_caption_text,
-    check_image,
-    first_of_each,
-    join_all,
+from crisscross.ingest.records import (
+    CAPTION_ROWS_SCHEMA,
+    CAPTIONS_SCHEMA,
+    PIXELS_UNCHECKED,
+    CaptionRecord,
+    ImageRecord,
+    caption_rows,
+    images_table,
 )
+from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH, check_caption_text, check_image, first_captions, join_captions
 
 STAGE = "ingest"
 BATCH = 8192  # records per element as read
 LOG = logging.getLogger(__name__)
-R = TypeVar("R", ImageRecord, CaptionRecord)
-_FIELDS = {kind: operator.attrgetter(*(field.name for field in dataclasses.fields(kind))) for kind in (ImageRecord, CaptionRecord)}
+_IMAGE_FIELDS = operator.attrgetter(*(field.name for field in dataclasses.fields(ImageRecord)))
 
 
 class IngestOutputs(NamedTuple):
-    images: beam.PCollection  # lists of (ImageRecord, number of kept captions)
-    captions: beam.PCollection  # lists of CaptionRecord
+    images: beam.PCollection  # tables of IMAGES_SCHEMA
+    captions: beam.PCollection  # tables of CAPTIONS_SCHEMA
     rejected: beam.PCollection  # Rejected
 
 
@@ -92,6 +108,11 @@ def _read_part(part: int, reader: LineReader, path: str, parts: int, size: int) 
         yield beam.pvalue.TaggedOutput("sightings", keyed)
 
 
+def _as_read(batch: list[ImageRecord]) -> list[list[ImageRecord]]:
+    """A batch of settled images, as :class:`CheckFiles` takes batches from a source."""
+    return [batch]
+
+
 def _settle(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
     """One image-id shard's sightings: each image's record as one batch, the rows contradicting
     it, and ``(part, record)`` for each part to read again for it (tag ``again``)."""
@@ -115,20 +136,20 @@ def _read_again(keyed: tuple[int, Iterable[ImageRecord]], reader: LineReader, pa
     return reader.contradictions(path, part, parts, {first.image_id: first for first in firsts})
 
 
-def _packed_records(records: list[ImageRecord] | list[CaptionRecord]) -> bytes:
-    """Records of one kind as columns of their fields (``common.packed_columns``): pickled object by
-    object, COCO's 616,435 captions cost several times more on each of their two shuffles."""
-    return packed_columns(map(_FIELDS[type(records[0])], records))
+def _packed_images(images: list[ImageRecord]) -> bytes:
+    """Image records as columns of their fields (``common.packed_columns``): pickled object by
+    object, they cost several times more on their shuffle."""
+    return packed_columns(map(_IMAGE_FIELDS, images))
 
 
-def _unpacked_records(kind: type[R], parts: Iterable[bytes]) -> Iterator[R]:
-    """The records of :func:`_packed_records` parts."""
-    return (kind(*row) for part in parts for row in unpacked_columns(part))
+def _unpacked_images(parts: Iterable[bytes]) -> Iterator[ImageRecord]:
+    """The records of :func:`_packed_images` parts."""
+    return (ImageRecord(*row) for part in parts for row in unpacked_columns(part))
 
 
 def _check(batch: list[Any], max_text_length: int) -> Iterator[Any]:
-    """Rejects as they are; checked captions keyed by caption-id shard (tag ``captions``), images
-    (:class:`CheckFiles` checked them) by image-id shard (tag ``images``)."""
+    """Rejects as they are; checked captions as tables (``CAPTION_ROWS_SCHEMA``) keyed by caption-id
+    shard (tag ``captions``), images (:class:`CheckFiles` checked them) by image-id shard (tag ``images``)."""
     captions, images = [], []
     for record in batch:
         if isinstance(record, CaptionRecord):
@@ -137,32 +158,32 @@ def _check(batch: list[Any], max_text_length: int) -> Iterator[Any]:
             yield record
         else:
             (images if isinstance(record, ImageRecord) else captions).append(record)
-    for keyed in by_shard(captions, lambda c: c.caption_id, _packed_records):
+    for keyed in tables_by_shard(caption_rows(captions), "caption_id"):
         yield beam.pvalue.TaggedOutput("captions", keyed)
-    for keyed in by_shard(images, lambda i: i.image_id, _packed_records):
+    for keyed in by_shard(images, lambda i: i.image_id, _packed_images):
         yield beam.pvalue.TaggedOutput("images", keyed)
 
 
 def _first_captions(keyed: tuple[int, Iterable[bytes]]) -> Iterator[Any]:
     """One caption-id shard: the first of each id, keyed by image-id shard for the join."""
-    kept, rejected = first_of_each(_unpacked_records(CaptionRecord, keyed[1]), lambda c: c.caption_id)
+    kept, rejected = first_captions(unpacked_tables(keyed[1], CAPTION_ROWS_SCHEMA))
     yield from rejected
-    yield from by_shard(kept, lambda c: c.image_id, _packed_records)
+    yield from tables_by_shard(kept, "image_id")
 
 
-def _join(keyed: tuple[int, dict[str, Iterable[bytes]]]) -> Iterator[Any]:
+def _join(keyed: tuple[int, dict[str, Iterable[Any]]]) -> Iterator[Any]:
     """One image-id shard: its images (first of each id, with what :class:`CheckFiles` found) with
-    their captions, as one batch each.  An image the join refuses is quarantined as the source gave
+    their captions, as one table each.  An image the join refuses is quarantined as the source gave
     it: its file was looked at only because the join comes after the checks."""
     grouped = keyed[1]
-    checked = list(_unpacked_records(ImageRecord, grouped["images"]))
+    checked = list(_unpacked_images(grouped["images"]))
     as_read = [i.with_pixels(PIXELS_UNCHECKED) for i in checked]
     found = {id(read): image for read, image in zip(as_read, checked, strict=True)}  # the join keeps one of the records it is given
-    images, captions, rejected = join_all(as_read, _unpacked_records(CaptionRecord, grouped["captions"]))
+    images, captions, rejected = join_captions(as_read, unpacked_tables(grouped["captions"], CAPTION_ROWS_SCHEMA))
     yield from rejected
     if images:
-        yield beam.pvalue.TaggedOutput("images", [(found[id(image)], n) for image, n in images])
-        yield captions
+        yield beam.pvalue.TaggedOutput("images", images_table((found[id(image)], n) for image, n in images))
+        yield captions.select(CAPTIONS_SCHEMA.names)
 
 
 def check_images(records: list[Any], images_dir: str | None, root: str | None) -> list[Any]:
@@ -175,14 +196,19 @@ def check_images(records: list[Any], images_dir: str | None, root: str | None) -
 
 
 class CheckFiles(beam.DoFn):
-    """Each batch's images checked (:func:`check_images`) on the worker's share of its cores while
-    the batches after it are read: Pillow decodes outside the interpreter lock, so the threads decode
+    """The batches ``read`` makes of each element (the source, a part of it, or a batch as it is),
+    each batch's images checked (:func:`check_images`) on the worker's share of its cores while the
+    batches after it are read: Pillow decodes outside the interpreter lock, so the threads decode
     beside the thread that parses.  Batches are then checked and sharded (:func:`_check`) in the order
-    they came: its rejects leave on the main output, its shards tagged.  A checked batch never
-    crosses to another step, where Beam would size it by pickling each of its records.  A few more
-    batches than the threads are in flight, so memory stays bounded."""
+    they came: its rejects leave on the main output, its shards tagged, as do the tagged outputs of
+    ``read``.  Reading is part of this step because a batch that crossed to another step would be
+    sized by Beam pickling each of its records.  A few more batches than the threads are in flight,
+    so memory stays bounded."""
 
-    def __init__(self, images_dir: str | None, root: str | None, processes: int, max_text_length: int) -> None:
+    def __init__(
+        self, read: Callable[[Any], Iterable[Any]], images_dir: str | None, root: str | None, processes: int, max_text_length: int
+    ) -> None:
+        self._read = read
         self._images_dir, self._root, self._processes, self._max_text_length = images_dir, root, processes, max_text_length
 
     def setup(self) -> None:
@@ -192,10 +218,14 @@ class CheckFiles(beam.DoFn):
     def start_bundle(self) -> None:
         self._pending: deque[Future[list[Any]]] = deque()
 
-    def process(self, batch: list[Any]) -> Iterator[Any]:
-        self._pending.append(self._pool.submit(check_images, batch, self._images_dir, self._root))
-        while len(self._pending) > self._threads + 1:
-            yield from _check(self._pending.popleft().result(), self._max_text_length)
+    def process(self, element: Any) -> Iterator[Any]:
+        for batch in self._read(element):
+            if isinstance(batch, beam.pvalue.TaggedOutput):
+                yield batch
+                continue
+            self._pending.append(self._pool.submit(check_images, batch, self._images_dir, self._root))
+            while len(self._pending) > self._threads + 1:
+                yield from _check(self._pending.popleft().result(), self._max_text_length)
 
     def finish_bundle(self) -> Iterator[Any]:
         while self._pending:
@@ -235,31 +265,30 @@ class IngestItems(beam.PTransform):
         self._parts = parts if isinstance(reader, LineReader) else 1
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> IngestOutputs:
-        batches, settling = self._read(pbegin)
-        checked = batches | "CheckFiles" >> beam.ParDo(
-            CheckFiles(self._images_dir, self._root, self._processes, self._max_text_length)
-        ).with_outputs("captions", "images", main="rejected")
-        _, check_rejects = route("Check", checked.rejected, STAGE)
+        checked, settling = self._read_and_check(pbegin)
+        _, check_rejects = route("Check", [c.rejected for c in checked] | "CheckRejects" >> beam.Flatten(), STAGE)
+        caption_shards = [c.captions for c in checked] | "CaptionShards" >> beam.Flatten()
+        image_shards = [c.images for c in checked] | "ImageShards" >> beam.Flatten()
         captions, caption_duplicates = route(
-            "FirstOfCaptionIds", checked.captions | "GroupCaptionShards" >> beam.GroupByKey(), STAGE, _first_captions, many=True
+            "FirstOfCaptionIds", caption_shards | "GroupCaptionShards" >> beam.GroupByKey(), STAGE, _first_captions, many=True
         )
-        joined = {"images": checked.images, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
+        joined = {"images": image_shards, "captions": captions} | "GroupImageShards" >> beam.CoGroupByKey()
         joined = route("Join", joined, STAGE, _join, many=True, tags=("images",))
         rejected = (check_rejects, caption_duplicates, joined[REJECTED], *settling) | "AllRejected" >> beam.Flatten()
         return IngestOutputs(images=joined.images, captions=joined.kept, rejected=rejected)
 
-    def _read(self, pbegin: beam.pvalue.PBegin) -> tuple[beam.PCollection, tuple[beam.PCollection, ...]]:
-        """Batches of the source's records, and the rejects of settling its parts' images (none when read whole)."""
+    def _read_and_check(self, pbegin: beam.pvalue.PBegin) -> tuple[list[Any], tuple[beam.PCollection, ...]]:
+        """The outputs of :class:`CheckFiles` over the source's records (and, read in parts, over the
+        images its parts' sightings settle), and the rejects of settling those images."""
         if self._parts == 1:
-            return pbegin | "Source" >> beam.Create([self._path]) | "Read" >> beam.FlatMap(_read_whole, self._reader, self._batch), ()
-        read = (
-            pbegin
-            | "Parts" >> beam.Create(range(self._parts))
-            | "SpreadParts" >> beam.Reshuffle()
-            | "ReadParts"
-            >> beam.ParDo(_read_part, self._reader, self._path, self._parts, self._batch).with_outputs("sightings", main="batches")
+            source = pbegin | "Source" >> beam.Create([self._path])
+            return [source | "ReadAndCheck" >> self._check_files(functools.partial(_read_whole, reader=self._reader, size=self._batch))], ()
+        read = functools.partial(_read_part, reader=self._reader, path=self._path, parts=self._parts, size=self._batch)
+        parts = pbegin | "Parts" >> beam.Create(range(self._parts)) | "SpreadParts" >> beam.Reshuffle()
+        checked = parts | "ReadAndCheck" >> self._check_files(read, "sightings")
+        settled = route(
+            "SettleImages", checked.sightings | "GroupSightings" >> beam.GroupByKey(), STAGE, _settle, many=True, tags=("again",)
         )
-        settled = route("SettleImages", read.sightings | "GroupSightings" >> beam.GroupByKey(), STAGE, _settle, many=True, tags=("again",))
         _, contradicting = route(
             "ReadAgain",
             settled.again | "GroupByPart" >> beam.GroupByKey(),
@@ -268,5 +297,10 @@ class IngestItems(beam.PTransform):
             many=True,
             args=(self._reader, self._path, self._parts),
         )
-        batches = (read.batches, settled.kept) | "RecordsAndImages" >> beam.Flatten()
-        return batches, (settled[REJECTED], contradicting)
+        images = settled.kept | "CheckSettledImages" >> self._check_files(_as_read)
+        return [checked, images], (settled[REJECTED], contradicting)
+
+    def _check_files(self, read: Callable[[Any], Iterable[Any]], *tags: str) -> beam.ParDo:
+        return beam.ParDo(CheckFiles(read, self._images_dir, self._root, self._processes, self._max_text_length)).with_outputs(
+            "captions", "images", *tags, main="rejected"
+        )

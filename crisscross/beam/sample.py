@@ -4,7 +4,7 @@ Neighbour rows become findings of unordered pairs (``cxc.neighbour_evidence``); 
 unites what several encoders and both ends of a pair found.  Tables are read as Arrow row groups
 and findings stay Arrow tables, shuffled per shard of the pair's first id (``common.tables_by_shard``:
 a runner copies a step's output where steps meet, and sizes it from a sample it encodes), so all of
-COCO's ~3M neighbour rows per space cost a few hundred Beam elements, each copied as buffers.  Caption draws read the captions of each image from
+COCO's ~3M neighbour rows per space cost a few hundred Beam elements, each Arrow's IPC bytes.  Caption draws read the captions of each image from
 ``captions.parquet`` once per worker process and pipeline; the co-caption quota reads the
 ``c2c_isim`` count as a singleton side input.  Candidates become table rows where they are drawn
 (``cxc.candidates_table``: published ids, provenance JSON, so that work is shared among workers)
@@ -30,6 +30,7 @@ from crisscross.beam.common import (
     read_shards,
     route,
     tables_by_shard,
+    unpacked_tables,
     unpacking,
 )
 from crisscross.candidates.cxc import (
@@ -72,15 +73,15 @@ def _pairs(pipeline: beam.Pipeline, label: str, tables: Mapping[str, str], top: 
     return parts | f"All[{label}]" >> beam.Flatten() | f"ByShard[{label}]" >> beam.GroupByKey()
 
 
-def _pair_shards(table: pa.Table, space: str, top: int) -> Iterator[tuple[int, pa.Table]]:
+def _pair_shards(table: pa.Table, space: str, top: int) -> Iterator[tuple[int, bytes]]:
     """``(shard, part)`` of a neighbour table's findings (``cxc.neighbour_evidence``), sharded by
     the pair's first id, so every finding of a pair meets in one shard."""
     return tables_by_shard(neighbour_evidence(table, space, top), "id1")
 
 
-def _shard_evidence(keyed: tuple[int, Iterable[pa.Table]]) -> pa.Table:
+def _shard_evidence(keyed: tuple[int, Iterable[bytes]]) -> pa.Table:
     """One shard's findings (:func:`_pair_shards` parts) as one table."""
-    return pa.concat_tables([EVIDENCE_SCHEMA.empty_table(), *keyed[1]])
+    return unpacked_tables(keyed[1], EVIDENCE_SCHEMA)
 
 
 def read_captions_by_image(path: str) -> dict[str, list[str]]:
@@ -89,12 +90,12 @@ def read_captions_by_image(path: str) -> dict[str, list[str]]:
     return {image: list(by_image[image]) for image in sorted(by_image)}
 
 
-def _image_pairs(keyed: tuple[int, Iterable[pa.Table]]) -> pa.Table:
+def _image_pairs(keyed: tuple[int, Iterable[bytes]]) -> pa.Table:
     """One shard's ``i2i_csim`` candidates, as a table."""
     return image_pairs_table(_shard_evidence(keyed))
 
 
-def _draw_captions(keyed: tuple[int, Iterable[pa.Table]], captions: PerWorker[dict[str, list[str]]], seed: int) -> Iterator[Any]:
+def _draw_captions(keyed: tuple[int, Iterable[bytes]], captions: PerWorker[dict[str, list[str]]], seed: int) -> Iterator[Any]:
     """One shard's ``c2c_isim`` draws: its rejects one by one, its candidates as a table and their
     count (tag ``count``, for the co-caption quota)."""
     by_image = captions.get()

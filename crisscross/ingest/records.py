@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -75,10 +76,25 @@ def images_table(images: Iterable[tuple[ImageRecord, int]]) -> pa.Table:
     return pa.table(columns, schema=IMAGES_SCHEMA)
 
 
-def captions_table(captions: Iterable[CaptionRecord]) -> pa.Table:
-    """Rows in the given order."""
-    records = list(captions)
-    return pa.table({name: [getattr(record, name) for record in records] for name in CAPTIONS_SCHEMA.names}, schema=CAPTIONS_SCHEMA)
+# Captions as ingest's steps pass them on: the published columns and each caption's place in the
+# source, which settles duplicates.  The columns are :class:`CaptionRecord`'s fields, in order.
+CAPTION_ROWS_SCHEMA = CAPTIONS_SCHEMA.append(pa.field("position", pa.int64()))
+_CAPTION_FIELDS = operator.attrgetter(*CAPTION_ROWS_SCHEMA.names)
+
+
+def caption_rows(captions: Iterable[CaptionRecord]) -> pa.Table:
+    """Records as a :data:`CAPTION_ROWS_SCHEMA` table, rows in the given order."""
+    columns = list(zip(*map(_CAPTION_FIELDS, captions)))
+    if not columns:
+        return CAPTION_ROWS_SCHEMA.empty_table()
+    return pa.Table.from_arrays(
+        [pa.array(column, field.type) for column, field in zip(columns, CAPTION_ROWS_SCHEMA, strict=True)], schema=CAPTION_ROWS_SCHEMA
+    )
+
+
+def caption_records(rows: pa.Table) -> list[CaptionRecord]:
+    """The records of a :data:`CAPTION_ROWS_SCHEMA` table (:func:`caption_rows` reversed)."""
+    return [CaptionRecord(*row) for row in zip(*(rows.column(name).to_pylist() for name in CAPTION_ROWS_SCHEMA.names))]
 
 
 def sorted_by_id(tables: Iterable[pa.Table], schema: pa.Schema) -> pa.Table:

@@ -25,12 +25,22 @@ from dataclasses import asdict, replace
 from pathlib import PurePosixPath
 from typing import NamedTuple, TypeVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from apache_beam.io.filesystems import FileSystems
 
 from crisscross.core import io
 from crisscross.core.images import UnreadableImageError, image_size
 from crisscross.core.quarantine import Rejected, reject
-from crisscross.ingest.records import PIXELS_MISSING, PIXELS_OK, PIXELS_UNREADABLE, CaptionRecord, ImageRecord
+from crisscross.ingest.records import (
+    PIXELS_MISSING,
+    PIXELS_OK,
+    PIXELS_UNREADABLE,
+    CaptionRecord,
+    ImageRecord,
+    caption_records,
+    caption_rows,
+)
 
 R = TypeVar("R", ImageRecord, CaptionRecord)
 
@@ -75,27 +85,6 @@ def first_of_duplicates(key: str, records: Iterable[R]) -> tuple[R, list[Rejecte
     return kept, rejected
 
 
-def join_image_and_captions(
-    image_id: str, images: list[ImageRecord], captions: list[CaptionRecord]
-) -> tuple[ImageRecord | None, list[CaptionRecord], list[Rejected]]:
-    """An image with its captions (sorted by id), or rejects: captions of an unknown image, or an
-    image without captions.  Duplicate images, if any reach here, are resolved as by
-    :func:`first_of_duplicates`.
-    """
-    strays = [r for r in [*images, *captions] if r.image_id != image_id]
-    if strays:
-        raise ValueError(f"records of image {strays[0].image_id!r} grouped under {image_id!r}")
-    captions = sorted(captions, key=lambda c: c.caption_id)
-    if not images:
-        detail = f"no image {image_id} was read"
-        return None, [], [reject("caption", c.caption_id, "unknown-image", detail, c.source, asdict(c)) for c in captions]
-    image, rejected = first_of_duplicates(image_id, images)
-    if not captions:
-        detail = "no caption of this image was kept"
-        return None, [], [*rejected, reject("image", image_id, "no-captions", detail, image.source, asdict(image))]
-    return image, captions, rejected
-
-
 def first_of_each(records: Iterable[R], key: Callable[[R], str]) -> tuple[list[R], list[Rejected]]:
     """:func:`first_of_duplicates` for every key among ``records`` (one shard of them, in Beam)."""
     by_key: dict[str, list[R]] = {}
@@ -110,26 +99,43 @@ def first_of_each(records: Iterable[R], key: Callable[[R], str]) -> tuple[list[R
     return kept, rejected
 
 
-def join_all(
-    images: Iterable[ImageRecord], captions: Iterable[CaptionRecord]
-) -> tuple[list[tuple[ImageRecord, int]], list[CaptionRecord], list[Rejected]]:
-    """:func:`join_image_and_captions` for every image id among the records (one shard of them):
-    the kept images with their numbers of kept captions, the kept captions, the rejects."""
-    grouped: dict[str, tuple[list[ImageRecord], list[CaptionRecord]]] = {}
+def first_captions(rows: pa.Table) -> tuple[pa.Table, list[Rejected]]:
+    """:func:`first_of_each` caption id of a :data:`CAPTION_ROWS_SCHEMA` table (one shard of them):
+    only the rows of an id that repeats become records."""
+    counts = pc.value_counts(rows["caption_id"])
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if not len(repeated):
+        return rows, []
+    is_repeated = pc.is_in(rows["caption_id"], value_set=repeated)
+    firsts, rejected = first_of_each(caption_records(rows.filter(is_repeated)), lambda c: c.caption_id)
+    return pa.concat_tables([rows.filter(pc.invert(is_repeated)), caption_rows(firsts)]), rejected
+
+
+def join_captions(images: Iterable[ImageRecord], captions: pa.Table) -> tuple[list[tuple[ImageRecord, int]], pa.Table, list[Rejected]]:
+    """Images with their captions (a :data:`CAPTION_ROWS_SCHEMA` table), one shard of each: the
+    first image of each id (:func:`first_of_duplicates`) with its number of captions, the captions
+    of those images, and the rejects: the captions of an image not read (``unknown-image``), an
+    image without captions (``no-captions``), a duplicate image."""
+    by_id: dict[str, list[ImageRecord]] = {}
     for image in images:
-        grouped.setdefault(image.image_id, ([], []))[0].append(image)
-    for c in captions:
-        grouped.setdefault(c.image_id, ([], []))[1].append(c)
-    kept_images: list[tuple[ImageRecord, int]] = []
-    kept_captions: list[CaptionRecord] = []
-    rejected: list[Rejected] = []
-    for image_id, (of_image, its_captions) in grouped.items():
-        image, joined, refused = join_image_and_captions(image_id, of_image, its_captions)
-        rejected.extend(refused)
-        if image is not None:
-            kept_images.append((image, len(joined)))
-            kept_captions.extend(joined)
-    return kept_images, kept_captions, rejected
+        by_id.setdefault(image.image_id, []).append(image)
+    known = pc.is_in(captions["image_id"], value_set=pa.array(list(by_id), pa.string()))
+    kept = captions.filter(known)
+    rejected = [
+        reject("caption", c.caption_id, "unknown-image", f"no image {c.image_id} was read", c.source, asdict(c))
+        for c in caption_records(captions.filter(pc.invert(known)))
+    ]
+    counts = pc.value_counts(kept["image_id"])
+    captions_of = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    joined: list[tuple[ImageRecord, int]] = []
+    for image_id, of_image in by_id.items():
+        image, duplicates = first_of_duplicates(image_id, of_image)
+        rejected += duplicates
+        if image_id in captions_of:
+            joined.append((image, captions_of[image_id]))
+        else:
+            rejected.append(reject("image", image_id, "no-captions", "no caption of this image was kept", image.source, asdict(image)))
+    return joined, kept, rejected
 
 
 def _candidates(file_name: str) -> list[str]:

@@ -19,6 +19,7 @@ from crisscross.beam.common import (
     tables_by_shard,
     unpacked,
     unpacked_columns,
+    unpacked_tables,
     unpacking,
 )
 from crisscross.core.io import read_parquet
@@ -73,7 +74,10 @@ def test_tables_by_shard_splits_rows_by_their_key_shard_in_order_across_chunks()
     parts = dict(tables_by_shard(table, "key"))
     assert len(parts) == len({shard_of(row["key"]) for row in rows}) <= SHARDS
     for shard, part in parts.items():
-        assert part.to_pylist() == [row for row in rows if shard_of(row["key"]) == shard]
+        assert isinstance(part, bytes)
+        assert unpacked_tables([part], table.schema).to_pylist() == [row for row in rows if shard_of(row["key"]) == shard]
+    assert sorted(unpacked_tables(parts.values(), table.schema).to_pylist(), key=lambda row: row["n"]) == rows
+    assert unpacked_tables([], table.schema).equals(table.schema.empty_table())
 
 
 def halves(path: str, n: int) -> list[object]:

@@ -57,12 +57,14 @@ def test_ingest_composite_routes_every_record(tmp_path: Path, test_photos: Path,
     with TestPipeline() as pipeline:
         outputs = pipeline | IngestItems(READERS.create("coco-karpathy-jsonl"), str(source), str(images_dir), batch=batch, parts=parts)
         assert_that(
-            outputs.images | beam.FlatMap(lambda batch: [(image.image_id, image.source, image.pixels, n) for image, n in batch]),
+            outputs.images
+            | beam.FlatMap(lambda table: table.select(["image_id", "source", "pixels", "n_captions"]).to_pylist())
+            | beam.Map(lambda row: tuple(row.values())),
             equal_to([("coco:img:1", "captions.jsonl:1", "ok", 3)]),
             label="images",
         )
         assert_that(
-            outputs.captions | beam.FlatMap(lambda batch: [(c.caption_id, c.text) for c in batch]),
+            outputs.captions | beam.FlatMap(lambda table: zip(table["caption_id"].to_pylist(), table["text"].to_pylist(), strict=True)),
             equal_to(
                 [
                     ("coco:cap:10", "a dog on a mat ."),

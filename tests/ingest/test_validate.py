@@ -22,6 +22,8 @@ from crisscross.ingest.records import (
     PIXELS_UNREADABLE,
     CaptionRecord,
     ImageRecord,
+    caption_records,
+    caption_rows,
 )
 from crisscross.ingest.validate import (
     DEFAULT_MAX_TEXT_LENGTH,
@@ -29,10 +31,10 @@ from crisscross.ingest.validate import (
     check_image,
     check_image_file,
     check_image_path,
+    first_captions,
     first_of_duplicates,
     first_of_each,
-    join_all,
-    join_image_and_captions,
+    join_captions,
 )
 from tests.special_files import KINDS, make_special
 
@@ -73,29 +75,42 @@ def test_first_of_duplicates_keeps_the_lowest_position() -> None:
         first_of_duplicates("ds:img:1", [])
 
 
-def test_join_image_and_captions() -> None:
-    captions = [caption("ds:cap:b"), caption("ds:cap:a")]
-    kept, joined, rejected = join_image_and_captions("ds:img:1", [image()], captions)
-    assert kept == image()
-    assert [c.caption_id for c in joined] == ["ds:cap:a", "ds:cap:b"]
+def test_join_captions_rejects_captions_of_unknown_images_and_images_without_captions() -> None:
+    captions = caption_rows([caption("ds:cap:b"), caption("ds:cap:a")])
+    kept, joined, rejected = join_captions([image()], captions)
+    assert kept == [(image(), 2)]
+    assert caption_records(joined) == caption_records(captions)
     assert rejected == []
 
-    kept, joined, rejected = join_image_and_captions("ds:img:1", [], captions)
-    assert (kept, joined) == (None, [])
-    assert [(r.kind, r.key, r.reason) for r in rejected] == [
-        ("caption", "ds:cap:a", "unknown-image"),
-        ("caption", "ds:cap:b", "unknown-image"),
+    kept, joined, rejected = join_captions([], captions)
+    assert (kept, joined.num_rows) == ([], 0)
+    assert sorted((r.kind, r.key, r.reason, r.detail) for r in rejected) == [
+        ("caption", "ds:cap:a", "unknown-image", "no image ds:img:1 was read"),
+        ("caption", "ds:cap:b", "unknown-image", "no image ds:img:1 was read"),
     ]
+    assert json.loads(rejected[0].record)["position"] == 1  # quarantined as the record it was
 
-    kept, joined, rejected = join_image_and_captions("ds:img:1", [image(position=7), image(position=3)], [])
-    assert (kept, joined) == (None, [])
+    kept, joined, rejected = join_captions([image(position=7), image(position=3)], caption_rows([]))
+    assert (kept, joined.num_rows) == ([], 0)
     assert [(r.kind, r.reason, r.source) for r in rejected] == [
         ("image", "duplicate-id", "f.jsonl:7"),
         ("image", "no-captions", "f.jsonl:3"),
     ]
 
-    with pytest.raises(ValueError):
-        join_image_and_captions("ds:img:2", [image()], captions)
+
+_ids = st.sampled_from(["ds:cap:1", "ds:cap:2", "ds:cap:é", "ds:cap:𝔸"])
+_captions = st.builds(caption, caption_id=_ids, text=st.sampled_from(["a dog", "a cat"]), position=st.integers(1, 6))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_captions, max_size=12))
+def test_first_captions_keeps_what_first_of_each_keeps(records: list[CaptionRecord]) -> None:
+    """Only the rows of repeated ids become records; what is kept and rejected is :func:`first_of_each`'s."""
+    kept, rejected = first_captions(caption_rows(records))
+    expected_kept, expected_rejected = first_of_each(records, lambda c: c.caption_id)
+    assert sorted(caption_records(kept)) == sorted(expected_kept)
+    assert kept.schema == caption_rows([]).schema
+    assert sorted(map(repr, rejected)) == sorted(map(repr, expected_rejected))
 
 
 def test_check_image_file(test_photos: Path, tmp_path: Path) -> None:
@@ -130,17 +145,17 @@ def validate_by_hand(items: list) -> tuple[list[ImageRecord], list[CaptionRecord
     for record in (i for i in items if isinstance(i, CaptionRecord)):
         checked = check_caption_text(record, DEFAULT_MAX_TEXT_LENGTH)
         (rejected if isinstance(checked, Rejected) else captions).append(checked)
-    captions, duplicates = first_of_each(captions, lambda c: c.caption_id)
-    kept, joined, bad = join_all(images, captions)
-    return [image for image, _ in kept], joined, [*rejected, *duplicates, *bad]
+    rows, duplicates = first_captions(caption_rows(captions))
+    kept, joined, bad = join_captions(images, rows)
+    return [image for image, _ in kept], caption_records(joined), [*rejected, *duplicates, *bad]
 
 
-def test_join_all_counts_kept_captions_and_keeps_the_first_image() -> None:
+def test_join_captions_counts_kept_captions_and_keeps_the_first_image() -> None:
     first, later = image(position=3), image(position=9)
     captions = [caption(caption_id="ds:cap:2"), caption(caption_id="ds:cap:1"), caption(caption_id="ds:cap:9", image_id="ds:img:7")]
-    kept, joined, rejected = join_all([later, first], captions)
+    kept, joined, rejected = join_captions([later, first], caption_rows(captions))
     assert kept == [(first, 2)]
-    assert [c.caption_id for c in joined] == ["ds:cap:1", "ds:cap:2"]
+    assert sorted(joined["caption_id"].to_pylist()) == ["ds:cap:1", "ds:cap:2"]
     assert sorted((r.key, r.reason) for r in rejected) == [("ds:cap:9", "unknown-image"), ("ds:img:1", "duplicate-id")]
 
 
