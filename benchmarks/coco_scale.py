@@ -93,7 +93,8 @@ def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str
     """Seconds each of :data:`TEXT_ENCODERS` takes to encode every caption of ``captions_path``
     (an ingest output) in batches of ``batch_size``, in this process as its environment chose the
     kernels: in one lane whose kernels use every core, or (``lanes``) in one lane per core with one
-    kernel thread each, as the embed stage runs them; model loading and a first batch are left out."""
+    kernel thread each, as the embed stage runs them (an encoder that holds the interpreter lock on
+    this thread, ``Lanes.inline``); model loading and a first batch are left out."""
     import crisscross  # noqa: F401, I001  (first: the policy, unless CRISSCROSS_NUMERICS=native)
     import pyarrow.parquet as pq
 
@@ -105,12 +106,13 @@ def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str
     cores = os.cpu_count() or 1
     seconds = {}
     for spec in TEXT_ENCODERS:
-        encoders = [REGISTRY.create(spec) for _ in range(cores if lanes else 1)]
+        inline = REGISTRY.create(spec).holds_interpreter
+        encoders = [REGISTRY.create(spec) for _ in range(cores if lanes and not inline else 1)]
         for encoder in encoders:
             encoder.use_threads(1 if lanes else cores)
             encoder.load()
             encoder.encode(ids[:batch_size], texts[:batch_size])
-        pool = Lanes(encoders)
+        pool = Lanes.inline(encoders[0]) if inline else Lanes(encoders)
         started = time.perf_counter()
         for _ in pool.map(
             lambda encoder, start: encoder.encode(ids[start : start + batch_size], texts[start : start + batch_size]),

@@ -7,7 +7,8 @@ batches, so the same inputs give the same batches (and the same bytes) on any ru
 number of workers.  A model is loaded once per lane of a worker process (:mod:`crisscross.embed.lanes`:
 threads that encode whole batches side by side, each with single-threaded kernels, so the process
 uses its share of the cores and the bytes do not follow it), shared by the ``DoFn`` instances in
-the process.  Encoded vectors never meet in one
+the process; an encoder that holds the interpreter lock (``bow-glove50``, id lookups) runs on the
+bundle's thread instead (``Lanes.inline``).  Encoded vectors never meet in one
 Beam element: each bundle writes its rows as a shard file, and one merge step writes the set in
 id order and the co-caption means from the shards (so memory does not grow with copies of the
 whole matrix in shuffles).  Unreadable images and
@@ -247,12 +248,13 @@ class EncodeBatches(beam.DoFn):
         threads = self._threads or cores
         spec = io.located_source(self._spec, self._root)  # a precomputed file relative to the launching directory
         encoder = build_encoder(spec, self._modality)
-        if encoder.needs_payload:
+        if encoder.needs_payload and not encoder.holds_interpreter:
             lanes = shared_lanes(self._models, spec, self._modality, threads, lane_count(self._lanes, threads, cores))
-        else:  # id-keyed encoders are bound to this dataset; cheap lookups, one lane
+        else:  # cheap lookups or Python throughout: one encoder, used on this thread
             encoder.load()
-            encoder.bind(self._dataset_ids, self._parse_id)
-            lanes = Lanes([encoder])
+            if not encoder.needs_payload:  # id-keyed encoders are bound to this dataset
+                encoder.bind(self._dataset_ids, self._parse_id)
+            lanes = Lanes.inline(encoder)
         limit_process_threads(threads)
         self._lanes_of_process = lanes
         self._done = 0

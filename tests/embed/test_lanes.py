@@ -70,6 +70,25 @@ def test_a_failing_batch_raises_where_its_result_is_taken():
         list(lanes.map(fail, range(3)))
 
 
+def test_an_inline_lane_runs_each_task_on_the_calling_thread_in_order():
+    probe = Probe()
+    lanes = Lanes.inline(probe)  # type: ignore[arg-type]
+    caller = threading.get_ident()
+    threads = list(lanes.map(lambda _, item: (item, threading.get_ident()), range(5)))
+    assert threads == [(item, caller) for item in range(5)]
+    window = InOrder(lanes)
+    assert window.put(lambda p: p.work(2)) == []  # the same window as a lane thread's: results one behind
+    assert window.put(lambda p: p.work(3)) == [4]
+    assert window.drain() == [9]
+
+    def fail(probe: Probe, item: int) -> int:
+        raise ValueError(f"bad item {item}")
+
+    with pytest.raises(ValueError, match="bad item 0"):
+        list(lanes.map(fail, range(3)))
+    assert list(lanes.map(lambda p, item: p.work(item), [4])) == [16]  # the encoder came back after the failure
+
+
 def test_lane_count_fills_the_cores_with_the_kernel_threads():
     assert [lane_count(0, 1, 2), lane_count(0, 2, 2), lane_count(0, 3, 2), lane_count(0, 1, 8), lane_count(5, 1, 2)] == [2, 1, 1, 8, 5]
 

