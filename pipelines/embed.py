@@ -19,7 +19,16 @@ from crisscross.embed.encoders import IMAGE, TEXT
 from crisscross.embed.sets import CAPTIONS, COCAPTION_MEAN, IMAGES, EmbeddingSet, set_dir
 from crisscross.ingest.records import PIXELS_OK
 from crisscross.pipelines.registry import Stage
-from crisscross.pipelines.stage import Finished, StageArgs, counters, parse_args, run_stage, worker_processes, write_quarantine
+from crisscross.pipelines.stage import (
+    Finished,
+    StageArgs,
+    counters,
+    in_this_process,
+    parse_args,
+    run_stage,
+    worker_processes,
+    write_quarantine,
+)
 
 STAGE = Stage(name="embed", order=20, description="items → embeddings per encoder (captions, co-caption means, images)")
 
@@ -93,6 +102,7 @@ def build(pipeline: beam.Pipeline, out: str, stage: StageArgs):
                 stage.settings.lanes,
                 processes,
                 stage.root,
+                spread=not in_this_process(stage.beam_args),
             )
             rejected += [outputs.rejected, pipeline | f"Unusable[{label}]" >> beam.Create(bind_rejects)]
             skipped.append(outputs.skipped)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from crisscross.beam.common import gather, unpacking
 from crisscross.beam.ingest import IngestItems
@@ -19,7 +18,16 @@ from crisscross.ingest.readers import READERS
 from crisscross.ingest.records import CAPTIONS_SCHEMA, IMAGES_SCHEMA, sorted_by_id
 from crisscross.ingest.validate import DEFAULT_MAX_TEXT_LENGTH
 from crisscross.pipelines.registry import Stage
-from crisscross.pipelines.stage import Finished, StageArgs, local_path, parse_args, run_stage, worker_processes, write_quarantine
+from crisscross.pipelines.stage import (
+    Finished,
+    StageArgs,
+    local_path,
+    named_runner,
+    parse_args,
+    run_stage,
+    worker_processes,
+    write_quarantine,
+)
 
 REMOTE_READ_PARTS = 8  # parts of a line source on a runner whose workers the command does not count
 
@@ -55,7 +63,7 @@ def main(argv: list[str]) -> dict[str, Any]:
 def read_parts(beam_args: list[str]) -> int:
     """How many parts a line source is read in: one per local worker process (one in process, where
     there is nothing to share), :data:`REMOTE_READ_PARTS` on a runner the flags name."""
-    if PipelineOptions(beam_args).view_as(StandardOptions).runner is not None:
+    if named_runner(beam_args):
         return REMOTE_READ_PARTS
     return worker_processes(beam_args)
 

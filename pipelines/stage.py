@@ -206,7 +206,7 @@ def for_the_runner(stage: Stage, beam_args: list[str]) -> tuple[list[str], tuple
     longer on two processes than on one, ingest 6%).  A named ``--runner``'s workers are other
     machines, and keep their processes."""
     asked = worker_processes(beam_args)
-    if not stage.one_local_process or asked == 1 or PipelineOptions(beam_args).view_as(StandardOptions).runner is not None:
+    if not stage.one_local_process or asked == 1 or named_runner(beam_args):
         return beam_args, ()
     cores = os.cpu_count() or 1
     note = f"ran in one local process on its {cores} cores, not the {asked} processes asked for: on one machine a second process costs this stage more than it takes over"
@@ -218,7 +218,7 @@ def make_pipeline(beam_args: list[str]) -> beam.Pipeline:
     with ``--direct_running_mode=multi_processing`` on ``--direct_num_workers`` processes started as
     :data:`LOCAL_WORKER` (Beam's own mode would start each with the whole of Beam's import)."""
     options = PipelineOptions(beam_args)
-    if options.view_as(StandardOptions).runner is not None:
+    if named_runner(beam_args):
         return beam.Pipeline(options=options)
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode != MULTI_PROCESSING:
@@ -356,6 +356,16 @@ def check_strict(stage: StageArgs, rejected: Mapping[str, Mapping[str, int]]) ->
     strict = stage.flags.strict if getattr(stage.flags, "strict", None) is not None else getattr(stage.settings, "strict", False)
     if strict and rejected:
         raise RejectionError(stage.name, dict(rejected), stage.shown(str(io.failed_path(stage.out) / QUARANTINE)))
+
+
+def named_runner(beam_args: list[str]) -> bool:
+    """Whether the flags name a runner: its workers are other machines, which the command does not count."""
+    return PipelineOptions(beam_args).view_as(StandardOptions).runner is not None
+
+
+def in_this_process(beam_args: list[str]) -> bool:
+    """Whether the pipeline runs in the command's own process, with no other worker to spread work to."""
+    return not named_runner(beam_args) and worker_processes(beam_args) == 1
 
 
 def worker_processes(beam_args: list[str]) -> int:

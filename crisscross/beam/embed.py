@@ -490,6 +490,9 @@ class EmbedItems(beam.PTransform):
     ``threads`` kernel threads per computation (0: the worker machine's cores shared by ``processes``
     processes) and ``lanes`` batches at once per worker process (0: enough to fill its cores).
     Image paths in the table are relative to ``root`` (the launching directory) unless absolute or URIs.
+    With ``spread``, the runs of batches are reshuffled so they spread over the workers; in the
+    command's own process there is no other worker, and the batches of a bucket go to the lanes as
+    they are cut, unpickled and unsized.
     """
 
     def __init__(
@@ -505,9 +508,12 @@ class EmbedItems(beam.PTransform):
         lanes: int = 0,
         processes: int = 1,
         root: str | None = None,
+        *,
+        spread: bool = True,
     ) -> None:
         super().__init__()
         self._root = root
+        self._spread = spread
         self._spec = spec
         self._modality = modality
         self._out = out_root
@@ -536,13 +542,14 @@ class EmbedItems(beam.PTransform):
             self._processes,
             self._root,
         )
-        encoded = (
+        runs = (
             split.buckets
             | "GroupBuckets" >> beam.GroupByKey()
             | "Batch" >> beam.FlatMap(lambda kv: batch_runs(batches_of(kv[1], batch_size)))
-            | "Spread" >> beam.Reshuffle()
-            | "Encode" >> beam.ParDo(encode).with_outputs(REJECTED, SKIPPED, main="encoded")
         )
+        if self._spread:
+            runs = runs | "Spread" >> beam.Reshuffle()
+        encoded = runs | "Encode" >> beam.ParDo(encode).with_outputs(REJECTED, SKIPPED, main="encoded")
         kind = CAPTIONS if modality == TEXT else IMAGES
         meta = {**self._meta, "kind": kind}
         means = None
