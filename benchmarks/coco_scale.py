@@ -94,7 +94,7 @@ def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str
     (an ingest output) in batches of ``batch_size``, in this process as its environment chose the
     kernels: in one lane whose kernels use every core, or (``lanes``) in one lane per core with one
     kernel thread each, as the embed stage runs them (an encoder that holds the interpreter lock on
-    this thread, ``Lanes.inline``); model loading and a first batch are left out."""
+    this thread, an inline lane); model loading and a first batch are left out."""
     import crisscross  # noqa: F401, I001  (first: the policy, unless CRISSCROSS_NUMERICS=native)
     import pyarrow.parquet as pq
 
@@ -112,7 +112,7 @@ def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str
             encoder.use_threads(1 if lanes else cores)
             encoder.load()
             encoder.encode(ids[:batch_size], texts[:batch_size])
-        pool = Lanes.inline(encoders[0]) if inline else Lanes(encoders)
+        pool = Lanes(encoders, inline=inline)
         started = time.perf_counter()
         for _ in pool.map(
             lambda encoder, start: encoder.encode(ids[start : start + batch_size], texts[start : start + batch_size]),

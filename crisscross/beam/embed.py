@@ -8,7 +8,7 @@ number of workers.  A model is loaded once per lane of a worker process (:mod:`c
 threads that encode whole batches side by side, each with single-threaded kernels, so the process
 uses its share of the cores and the bytes do not follow it), shared by the ``DoFn`` instances in
 the process; an encoder that holds the interpreter lock (``bow-glove50``, id lookups) runs on the
-bundle's thread instead (``Lanes.inline``).  Encoded vectors never meet in one
+bundle's thread instead (an inline lane).  Encoded vectors never meet in one
 Beam element: each bundle writes its rows as a shard file, and one merge step writes the set in
 id order and the co-caption means from the shards (so memory does not grow with copies of the
 whole matrix in shuffles).  Unreadable images and
@@ -254,7 +254,7 @@ class EncodeBatches(beam.DoFn):
             encoder.load()
             if not encoder.needs_payload:  # id-keyed encoders are bound to this dataset
                 encoder.bind(self._dataset_ids, self._parse_id)
-            lanes = Lanes.inline(encoder)
+            lanes = Lanes([encoder], inline=True)
         limit_process_threads(threads)
         self._lanes_of_process = lanes
         self._done = 0

@@ -2,8 +2,9 @@
 
 Steps (each labelled): read with the named reader and, in the same step, check image paths
 (confined to the images folder) and look up and decode image files, on the worker's threads while
-the next records are read → check caption text (and length) → keep the first of duplicate caption ids → join captions to their
-images, keeping the first of duplicate image ids (unknown images, images without captions).  Every
+the next records are read → check caption text (and length) → keep the first of duplicate caption
+ids → join captions to their images, keeping the first of duplicate image ids (unknown images,
+images without captions).  Every
 rejected record leaves through the ``rejected`` output; nothing is dropped.  An image refused for
 its path is refused before the join, so its captions are rejected as ``unknown-image``, like the
 captions of any image the source did not give usably.
@@ -16,9 +17,9 @@ of an image contradicts the file's is read again for it.  The records are those 
 Elements are batches of records, and the two shuffles move per-shard batches keyed by a stable hash
 of the id the step groups on, so a collection the size of all of MS-COCO costs a few thousand Beam
 elements rather than a few million; the library functions see one shard at a time.  Checked
-captions travel as Arrow tables (``common.tables_by_shard``, as IPC bytes) through the first-of-each step and the
-join to the tables written, so none of COCO's 616,435 is pickled, or sized by Beam, as an object;
-images, a fifth as many, as packed columns (``common.by_shard``).
+captions travel as Arrow tables (``common.tables_by_shard``, as IPC bytes) through the first-of-each
+step and the join to the tables written, so none of COCO's 616,435 is pickled, or sized by Beam, as
+an object; images, a fifth as many, as packed columns (``common.by_shard``).
 """
 
 from __future__ import annotations

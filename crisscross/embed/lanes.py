@@ -8,7 +8,7 @@ that is not thread-safe is no concern; what it only reads, such as use-m3's weig
 per process), and every batch is computed exactly as it would be alone, with the same
 single-threaded kernels.  The number of lanes therefore changes the speed, never the bytes.  An
 encoder whose work is Python throughout gains nothing from threads, so its one lane can be the
-calling thread itself (:meth:`Lanes.inline`).
+calling thread itself (``Lanes(..., inline=True)``).
 """
 
 from __future__ import annotations
@@ -28,26 +28,20 @@ Item = TypeVar("Item")
 class Lanes:
     """A pool of loaded encoders, one per thread; a task borrows whichever encoder is free."""
 
-    def __init__(self, encoders: list[Encoder]) -> None:
+    def __init__(self, encoders: list[Encoder], *, inline: bool = False) -> None:
+        """``inline``: one lane that is the calling thread, for an encoder that holds the interpreter
+        lock (``Encoder.holds_interpreter``): a lane thread could not run beside the caller, and
+        handing over each batch and its result cost it the lock twice (all of COCO with
+        ``bow-glove50`` alone: 0.82× the embed's time)."""
         if not encoders:
             raise ValueError("lanes need at least one encoder")
+        if inline and len(encoders) > 1:
+            raise ValueError("an inline lane has one encoder")
         self.width = len(encoders)
         self._free: queue.SimpleQueue[Encoder] = queue.SimpleQueue()
         for encoder in encoders:
             self._free.put(encoder)
-        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(self.width, thread_name_prefix="encode-lane")
-
-    @classmethod
-    def inline(cls, encoder: Encoder) -> Lanes:
-        """One lane that is the calling thread, for an encoder that holds the interpreter lock
-        (``Encoder.holds_interpreter``): a lane thread could not run beside the caller, and handing
-        over each batch and its result cost it the lock twice (all of COCO with ``bow-glove50``
-        alone: 0.82× the embed's time)."""
-        lanes = cls([encoder])
-        assert lanes._pool is not None
-        lanes._pool.shutdown()
-        lanes._pool = None
-        return lanes
+        self._pool = None if inline else ThreadPoolExecutor(self.width, thread_name_prefix="encode-lane")
 
     def submit(self, task: Callable[[Encoder], Result]) -> Future[Result]:
         """Run ``task`` on a lane with an encoder no other task holds meanwhile (at once, inline)."""

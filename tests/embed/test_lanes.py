@@ -72,7 +72,7 @@ def test_a_failing_batch_raises_where_its_result_is_taken():
 
 def test_an_inline_lane_runs_each_task_on_the_calling_thread_in_order():
     probe = Probe()
-    lanes = Lanes.inline(probe)  # type: ignore[arg-type]
+    lanes = Lanes([probe], inline=True)  # type: ignore[arg-type]
     caller = threading.get_ident()
     threads = list(lanes.map(lambda _, item: (item, threading.get_ident()), range(5)))
     assert threads == [(item, caller) for item in range(5)]
