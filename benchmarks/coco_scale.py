@@ -106,8 +106,9 @@ def encoders_alone(captions_path: str, batch_size: int, lanes: bool) -> dict[str
     cores = os.cpu_count() or 1
     seconds = {}
     for spec in TEXT_ENCODERS:
-        inline = REGISTRY.create(spec).holds_interpreter
-        encoders = [REGISTRY.create(spec) for _ in range(cores if lanes and not inline else 1)]
+        first = REGISTRY.create(spec)
+        inline = first.holds_interpreter
+        encoders = [first, *(REGISTRY.create(spec) for _ in range(1, cores if lanes and not inline else 1))]
         for encoder in encoders:
             encoder.use_threads(1 if lanes else cores)
             encoder.load()
