@@ -174,12 +174,18 @@ def by_shard(records: Iterable[Any], key: Callable[[Any], str], pack: Callable[[
 
 def tables_by_shard(table: pa.Table, column: str) -> Iterator[tuple[int, bytes]]:
     """``(shard, packed rows)`` per shard (:func:`shard_of`) of ``table[column]``: :func:`by_shard`
-    for rows that are already columns, each distinct key hashed once, each part a :func:`packed_table`."""
+    for rows that are already columns, each distinct key hashed once, each part a :func:`packed_table`.
+    The rows are put in shard order once (a stable sort: each part keeps the table's order) and each
+    part is a slice of that: a ``take`` per shard cost a pass over the table each, and over a table
+    of many chunks it joined them every time."""
     keys = pc.dictionary_encode(table[column].combine_chunks())
     shard_of_key = np.fromiter((shard_of(key) for key in keys.dictionary.to_pylist()), dtype=np.int64, count=len(keys.dictionary))
     shards = shard_of_key[keys.indices.to_numpy(zero_copy_only=False)]
-    for shard in np.unique(shards).tolist():
-        yield shard, packed_table(table.take(np.flatnonzero(shards == shard)))
+    by_shard_order = table.take(np.argsort(shards, kind="stable"))
+    sizes = np.bincount(shards, minlength=SHARDS)
+    starts = np.cumsum(sizes) - sizes
+    for shard in np.flatnonzero(sizes).tolist():
+        yield shard, packed_table(by_shard_order.slice(int(starts[shard]), int(sizes[shard])))
 
 
 def packed_table(table: pa.Table) -> bytes:

@@ -337,10 +337,13 @@ def parquet_rows(path: str) -> int:
     return _parquet(path, lambda source: pq.read_metadata(source).num_rows)
 
 
-def _parquet(path: str, read: Callable[[io.BytesIO], Any]) -> Any:
+def _parquet(path: str, read: Callable[[pa.BufferReader], Any]) -> Any:
+    """``read`` of the file's bytes as Arrow's own reader of a buffer: through a Python file object
+    Parquet reads every page by a call back into the interpreter, which made reading a quarantine of
+    400 MB four times slower."""
     data = read_bytes(path)
     try:
-        return read(io.BytesIO(data))
+        return read(pa.BufferReader(data))
     except PARQUET_ERRORS as error:
         raise InputError(f"{path}: not a readable Parquet file ({one_line(error)})") from error
 

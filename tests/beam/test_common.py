@@ -78,6 +78,7 @@ def test_tables_by_shard_splits_rows_by_their_key_shard_in_order_across_chunks()
         assert unpacked_tables([part], table.schema).to_pylist() == [row for row in rows if shard_of(row["key"]) == shard]
     assert sorted(unpacked_tables(parts.values(), table.schema).to_pylist(), key=lambda row: row["n"]) == rows
     assert unpacked_tables([], table.schema).equals(table.schema.empty_table())
+    assert list(tables_by_shard(table.schema.empty_table(), "key")) == []
 
 
 def halves(path: str, n: int) -> list[object]:
