@@ -425,3 +425,16 @@ def test_confined_keeps_a_named_file_inside_its_folder(tmp_path: Path):
     for name in ("../secret.jpg", "link.jpg", "sub", "absent.jpg", "a\0.jpg"):
         assert io.confined(str(folder / name), str(folder)) is None, name
     assert io.confined(str(outside), str(folder)) is None and io.confined("gs://bucket/a.jpg", "gs://bucket") is None
+
+
+@pytest.mark.parametrize("damage", ["junk", "truncated"])
+def test_bytes_that_are_no_parquet_table_are_an_input_error_naming_the_file(tmp_path: Path, damage: str):
+    whole = io.parquet_bytes(pa.table({"id": ["a", "b"], "n": [1, 2]}))
+    path = tmp_path / "t.parquet"
+    path.write_bytes(b"not parquet at all" if damage == "junk" else whole[: len(whole) // 2])
+    for read in (io.read_parquet, io.parquet_rows):
+        with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: not a readable Parquet file \("):
+            read(str(path))
+    path.write_bytes(whole)
+    assert io.read_parquet(str(path)).to_pylist() == [{"id": "a", "n": 1}, {"id": "b", "n": 2}]
+    assert io.parquet_rows(str(path)) == 2
