@@ -7,17 +7,21 @@ environment is set before numpy loads, the only way a kernel choice can change:
 * ``policy``: the default (``import crisscross`` first sets the variables);
 * ``native``: ``CRISSCROSS_NUMERICS=native`` — each library's fastest kernel for this CPU and
   OpenBLAS on every core (what the stages did before the policy);
-* ``native-1t``: native kernels, one BLAS thread — separates the kernel's cost from the thread's.
+* ``native-1t``: native kernels, one kernel thread per computation, the encoders in a lane per core:
+  the embed stage's own run under ``CRISSCROSS_NUMERICS=native`` with the project's params
+  (``embed.threads: 1``), so against the policy only the kernels differ.
 
 Measured in each mode: the float32 GEMM rate of numpy's BLAS (4096×512×8192, best of 4); the exact
 top-K of N seeded unit vectors (d = 512, K = 25; ``exact_topk``, whose block pairs run on a thread
 pool with one BLAS thread each in every mode); ``use-m3`` and ``minilm`` on captions and
 ``efficientnet-lite0`` on the demo photos, encoded in batches of 64 as the embed stage's one process
-does: under the policy one kernel thread per batch and as many lanes (batches side by side,
-:mod:`crisscross.embed.lanes`) as cores; natively one lane with every core.  The reference is
-``native`` in the same run; "% of peak" is the top-K's multiplied work (the upper triangle) over
-native's GEMM rate, the machine's peak (goal under the policy ≥ 60%); each encoder's goal under the
-policy is ≥ 0.9× its native throughput.
+does: one kernel thread per batch and as many lanes (batches side by side,
+:mod:`crisscross.embed.lanes`) as cores under the policy and ``native-1t``; one lane with every core
+under ``native``.  The reference is ``native`` in the same run; "% of peak" is the top-K's
+multiplied work (the upper triangle) over native's GEMM rate, the machine's peak (goal under the
+policy ≥ 60%).  Each encoder's goal under the policy is ≥ 0.9× its native throughput, taken as the
+faster of the two native ways: on a CPU with wider kernels than the policy's, the lanes with native
+kernels are what turning the policy off would give, and the one lane on every core is slower.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ MODES = {
     "native": {"CRISSCROSS_NUMERICS": "native"},
     "native-1t": {"CRISSCROSS_NUMERICS": "native", "OPENBLAS_NUM_THREADS": "1"},
 }
+# Kernel threads per computation in each mode's encoders (0: every core, in one lane); lanes fill the cores.
+ENCODER_THREADS = {"policy": 1, "native": 0, "native-1t": 1}
+NATIVE_WAYS = ("native", "native-1t")
 POLICY_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "NPY_DISABLE_CPU_FEATURES", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 N, QUICK_N, DIM, K = 25_000, 10_000, 512, 25
 CAPTIONS, QUICK_CAPTIONS, BATCH = 4_000, 1_000, 64
@@ -54,7 +61,7 @@ def encode_batch(encoder: Any, batch: list[Any]) -> Any:
     return encoder.encode([str(i) for i in range(len(batch))], batch)
 
 
-def worker(n: int, captions: int) -> dict[str, float]:
+def worker(n: int, captions: int, encoder_threads: int) -> dict[str, float]:
     """Every measurement of one mode, in this process (its environment chose the kernels)."""
     import crisscross  # noqa: F401, I001  (first: sets the policy unless CRISSCROSS_NUMERICS=native)
     import numpy as np
@@ -80,10 +87,10 @@ def worker(n: int, captions: int) -> dict[str, float]:
     started = time.perf_counter()
     exact_topk(unit, K)
     result["topk_seconds"] = time.perf_counter() - started
-    # What the embed stage's one process gives each computation (``embed.threads``: 1 under the
-    # policy, the cores natively) and how many batches it encodes side by side (``embed.lanes``).
+    # What the embed stage's one process gives each computation (``embed.threads``) and how many
+    # batches it encodes side by side (``embed.lanes``: enough to fill the cores).
     cores = os.cpu_count() or 1
-    threads = 1 if numerics.enabled() else cores
+    threads = encoder_threads or cores
     lanes = lane_count(0, threads, cores)
     texts = [line.strip() for line in (PROJECT / "data" / "demo" / "captions.jsonl").read_text().splitlines() if line.strip()]
     texts = [json.loads(t)["caption_tok"] for t in texts]
@@ -120,7 +127,7 @@ def mode_env(mode: str) -> dict[str, str]:
 def spawn(mode: str, n: int, captions: int) -> dict[str, float]:
     env = mode_env(mode)
     done = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{NAME}", "--worker", str(n), str(captions)],
+        [sys.executable, "-m", f"benchmarks.{NAME}", "--worker", str(n), str(captions), str(ENCODER_THREADS[mode])],
         cwd=PROJECT,
         env=env,
         check=True,
@@ -194,14 +201,21 @@ def run(args: argparse.Namespace) -> None:
         )
     policy = next(r for r in rows if r["mode"] == "policy")
     print(f"exact top-K under the policy: {policy['topk_pct_of_native_peak']}% of the machine's GEMM peak (goal ≥ {GOAL:.0f}%)")
-    encoders = ", ".join(
-        f"{name} ×{policy[f'{key}_vs_native']}"
-        for name, key in (("use-m3", "use_m3"), ("minilm", "minilm"), ("efficientnet-lite0", "efficientnet"))
+    encoders = (("use-m3", "use_m3"), ("minilm", "minilm"), ("efficientnet-lite0", "efficientnet"))
+    against_native = ", ".join(f"{name} ×{policy[key + '_vs_native']}" for name, key in encoders)
+    print(f"encoders under the policy against native, same run: {against_native}")
+    fastest = {key: max(best[mode][f"{key}_per_s"] for mode in NATIVE_WAYS) for _, key in encoders}
+    against_fastest = {key: round(policy[f"{key}_per_s"] / fastest[key], 2) for _, key in encoders}
+    print(
+        "encoders under the policy against the faster native way (native, or native-1t's lanes): "
+        f"{', '.join(f'{name} ×{against_fastest[key]}' for name, key in encoders)} (goal ≥ ×{ENCODER_GOAL})"
     )
-    print(f"encoders under the policy against native, same run: {encoders} (goal ≥ ×{ENCODER_GOAL})")
-    save_result(NAME, {"n": n, "captions": captions, "native_peak_gflops": peak, "rows": rows})
+    save_result(
+        NAME,
+        {"n": n, "captions": captions, "native_peak_gflops": peak, "rows": rows, "encoders_vs_fastest_native": against_fastest},
+    )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        print(json.dumps(worker(int(sys.argv[2]), int(sys.argv[3]))), flush=True)
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))), flush=True)
