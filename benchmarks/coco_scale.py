@@ -15,8 +15,10 @@ be perfect on two cores).  Every command is given the two-worker flags; the simi
 whose block pool already keeps every core of one process busy, and the ingest command, whose second
 process would ship every record back to the first, run in one process anyway and say so in their
 summaries (``Stage.one_local_process``), so they cannot lose to a second worker.
-The one-worker seconds, times the cores each stage keeps busy, are the core-seconds the README's
-"Running on a cluster" costing divides among workers.  Both builds must write the same bytes
+Each command's CPU seconds (user + system, of the command and every worker under it) are
+measured too: ``cores`` is the one-worker CPU over its wall time, the cores the stage kept busy, and
+the one-worker CPU seconds are the core-seconds the README's "Running on a cluster" costing divides
+among workers.  Both builds must write the same bytes
 (every file but the timing reports), or the run fails after writing the JSON.
 
 **The encoders alone** are the floor a build cannot go below: in a fresh interpreter, each text
@@ -46,6 +48,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -161,9 +164,12 @@ def spawn_encoders_alone(build: Path, params: Path, way: str) -> dict[str, float
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def run_measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Wall seconds and peak resident MiB of ``command`` with all its descendants."""
+def run_measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak resident MiB and CPU seconds (user + system) of ``command`` with all its
+    descendants: the CPU is what the processes this one reaped while the command ran used, which is
+    the command and every worker it waited for (this process runs nothing else meanwhile)."""
     peak = 0
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
@@ -186,10 +192,12 @@ def run_measured(command: list[str], log: Path, env: dict[str, str] | None = Non
         done.set()
         sampler.join()
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise SystemExit(f"{' '.join(command)} failed with exit {code}; the end of its output:\n{tail}")
-    return seconds, peak / 2**20
+    return seconds, peak / 2**20, cpu
 
 
 def digests(build: Path) -> dict[str, str]:
@@ -220,7 +228,7 @@ def run(args: argparse.Namespace) -> None:
         work = Path(tmp)
         source = work / "collection"
         replicate = [sys.executable, str(ROOT / "tools" / "replicate_coco.py"), "--out", str(source)]
-        seconds, _ = run_measured(replicate + (["--images", str(n_images)] if n_images else []), work / "replicate.log")
+        seconds, _, _ = run_measured(replicate + (["--images", str(n_images)] if n_images else []), work / "replicate.log")
         print(f"replicate_coco: {seconds:.0f}s", flush=True)
         params = work / "params.yaml"
         scale_params(params)
@@ -231,9 +239,9 @@ def run(args: argparse.Namespace) -> None:
             build = work / f"build-{workers}w"
             for stage, command in stages(build, source / "captions.jsonl"):
                 line = ["crisscross", *command, "--params", str(params), *flags]
-                seconds, peak_mib = run_measured(line, work / f"{stage}-{workers}w.log")
-                rows.append({"stage": stage, "workers": workers, "seconds": seconds, "peak_rss_mib": peak_mib})
-                print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
+                seconds, peak_mib, cpu = run_measured(line, work / f"{stage}-{workers}w.log")
+                rows.append({"stage": stage, "workers": workers, "seconds": seconds, "peak_rss_mib": peak_mib, "cpu_seconds": cpu})
+                print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  cpu {cpu:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
                 if (workers, stage) == (1, "ingest"):
                     alone += timed_encoders_alone(work / "build-1w", params, "before the builds' embed", list(ALONE_WAYS))
             sums[workers] = digests(build)
@@ -257,7 +265,7 @@ def with_pyarrow_default_pool(work: Path, source: Path, params: Path) -> dict[st
             out.symlink_to(build / out.name, target_is_directory=True)
             continue
         outs.add(out.name)
-        seconds, peak_mib = run_measured(
+        seconds, peak_mib, _ = run_measured(
             ["crisscross", *command, "--params", str(params)], work / f"{stage}-{PYARROW_DEFAULT_POOL}.log", env
         )
         rows.append({"stage": stage, "pool": PYARROW_DEFAULT_POOL, "seconds": seconds, "peak_rss_mib": peak_mib})
@@ -300,17 +308,21 @@ def report(
     print(
         f"\n{sizes['images']:,} images, {sizes['captions']:,} captions → {sizes['candidates']:,} candidates, {sizes['task_items']:,} task items"
     )
-    print(f"{'stage':<11}{'1w s':>8}{'beyond':>8}{'1w GB':>8}{'2w s':>8}{'2w GB':>8}{'2w/1w':>8}")
+    print(f"{'stage':<11}{'1w s':>8}{'beyond':>8}{'1w cpu':>8}{'cores':>7}{'1w GB':>8}{'2w s':>8}{'2w GB':>8}{'2w/1w':>8}")
     for stage, r in one.items():
         t = two[stage]
         beyond = r["seconds"] - (encoding if stage == "embed" else 0)
         print(
-            f"{stage:<11}{r['seconds']:8.1f}{beyond:8.1f}{r['peak_rss_mib'] / 1024:8.2f}{t['seconds']:8.1f}{t['peak_rss_mib'] / 1024:8.2f}"
-            f"{t['seconds'] / r['seconds']:8.2f}"
+            f"{stage:<11}{r['seconds']:8.1f}{beyond:8.1f}{r['cpu_seconds']:8.1f}{r['cpu_seconds'] / r['seconds']:7.2f}"
+            f"{r['peak_rss_mib'] / 1024:8.2f}{t['seconds']:8.1f}{t['peak_rss_mib'] / 1024:8.2f}{t['seconds'] / r['seconds']:8.2f}"
         )
     total = {w: sum(r["seconds"] for r in rows if r["workers"] == w) for w in WORKER_FLAGS}
+    cpu = {w: sum(r["cpu_seconds"] for r in rows if r["workers"] == w) for w in WORKER_FLAGS}
     peak = {w: max(r["peak_rss_mib"] for r in rows if r["workers"] == w) / 1024 for w in WORKER_FLAGS}
-    print(f"{'build':<11}{total[1]:8.1f}{total[1] - encoding:8.1f}{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}")
+    print(
+        f"{'build':<11}{total[1]:8.1f}{total[1] - encoding:8.1f}{cpu[1]:8.1f}{cpu[1] / total[1]:7.2f}"
+        f"{peak[1]:8.2f}{total[2]:8.1f}{peak[2]:8.2f}{total[2] / total[1]:8.2f}"
+    )
     print(
         f"one-worker build / the encoders alone ({encoding:.1f} s, each encoder's fastest of "
         f"{len(alone)} timings): {total[1] / encoding:.2f} (goal ≤ {ENCODERS_GOAL} at full size)"
@@ -338,6 +350,7 @@ def report(
             "sizes": sizes,
             "stages": rows,
             "total_seconds": total,
+            "total_cpu_seconds": cpu,  # user + system of every stage command and its workers
             "peak_rss_gb": peak,
             "differing_outputs": differing,
             "encoders_alone": alone,  # each way before the builds' embed, the fastest again after both builds
