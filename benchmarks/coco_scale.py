@@ -166,8 +166,9 @@ def spawn_encoders_alone(build: Path, params: Path, way: str) -> dict[str, float
 
 def run_measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, peak resident MiB and CPU seconds (user + system) of ``command`` with all its
-    descendants: the CPU is what the processes this one reaped while the command ran used, which is
-    the command and every worker it waited for (this process runs nothing else meanwhile)."""
+    descendants.  The CPU is the growth of this process's children's usage over the command: the
+    command, and every worker process the command waited for (this process starts nothing else
+    meanwhile)."""
     peak = 0
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
