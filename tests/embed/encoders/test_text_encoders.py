@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from crisscross.embed.encoders import TEXT, TEXT_ENCODERS, Encoder, EncoderError
 from crisscross.embed.encoders.text import BowGlove50Encoder, glove_tokens
@@ -94,6 +96,35 @@ def test_glove_is_mean_of_word_vectors(glove: BowGlove50Encoder, glove_table: tu
     np.testing.assert_allclose(vectors[1], expected, rtol=1e-6)
     # The OOV token is skipped, not averaged in as zeros.
     np.testing.assert_array_equal(vectors[2], matrix[index["horse"]])
+
+
+# Pieces that meet the tokenizer's rules at word edges: clitics, compounds, case folding that
+# depends on the letters around it (final sigma, dotted I), and whitespace other than the space.
+GLOVE_PIECES = st.sampled_from(
+    ["a", "Man", "'s", "’s", "don't", "n't", "t-shirt", "red-and-qqz", "1.5", ".", "-", "'", "ΟΔΟΣ", "İ", "_", "é", "qqqxjzv"]
+)
+GLOVE_GAPS = st.sampled_from(["", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\x1c", "\u3000", ",", "!"])
+
+
+@settings(max_examples=300, derandomize=True, database=None, deadline=None)
+@given(st.lists(st.lists(st.tuples(GLOVE_PIECES, GLOVE_GAPS), max_size=8).map(lambda parts: "".join(a + b for a, b in parts)), max_size=6))
+@example(["A man's T-shirt, don't!  \"Quoted\" 1.5 m.", "ΟΔΟΣ\u00a0ΟΔΟΣ", "It’s  İ"])
+def test_glove_words_remembered_give_the_captions_tokens(texts: list[str]) -> None:
+    """Each caption's row is the mean of the rows of its tokens as :func:`glove_tokens` finds them
+    in the whole caption, although the encoder tokenizes each distinct word once."""
+    encoder = BowGlove50Encoder()
+    encoder.load()
+    vocabulary = encoder._vocabulary
+    matrix = np.asarray(encoder._vectors)
+    vectors = encode(encoder, texts)
+    tokens = oov = empty = 0
+    for text, vector in zip(texts, vectors, strict=True):
+        found = glove_tokens(text, vocabulary)
+        known = [vocabulary[token] for token in found if token in vocabulary]
+        tokens, oov, empty = tokens + len(found), oov + len(found) - len(known), empty + (not known)
+        expected = np.add.reduceat(matrix[known].astype(np.float64), [0], axis=0)[0] / len(known) if known else np.zeros(50)
+        assert vector.tobytes() == expected.astype(np.float32).tobytes()
+    assert encoder.stats() == {"captions": len(texts), "captions_without_known_token": empty, "tokens": tokens, "oov_tokens": oov}
 
 
 def test_glove_oov_counting() -> None:

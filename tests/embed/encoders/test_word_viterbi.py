@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crisscross.embed.encoders import word_viterbi
-from crisscross.embed.encoders.word_viterbi import WORD_START, splits_at_words, word_cached_tokenizer
+from crisscross.embed.encoders.word_viterbi import WORD_START, ascii_normalization, splits_at_words, word_cached_tokenizer
 
 PROJECT = Path(__file__).resolve().parents[3]
 
@@ -67,6 +68,35 @@ def test_real_captions_get_the_package_s_ids(tokenizers: tuple, shared_data: Pat
 def test_any_text_gets_the_package_s_ids(tokenizers: tuple, text: str) -> None:
     plain, cached = tokenizers
     assert cached.encode(text) == plain.encode(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from(" \t\n\r\x0b\x0c"), max_size=40))
+@example(" \t a  b\r\n\x0cc \x0b ")
+@example("\t\n\r\x0c")
+def test_ascii_text_is_normalized_as_the_package_does(tokenizers: tuple, text: str) -> None:
+    plain, cached = tokenizers
+    assert cached.ascii_map is not None  # the bundled model maps ASCII one character for one
+    assert cached._normalized(text) == plain._normalizer.normalize(text)
+    assert cached.encode(text) == plain.encode(text)
+
+
+def test_ascii_rules_other_than_a_character_map_keep_the_package_s_walk(tokenizers: tuple) -> None:
+    model = tokenizers[0]._normalizer
+    rules = {
+        name: getattr(model, name) for name in ("_remove_extra_whitespaces", "_add_dummy_prefix", "_space_symbol", "_two_byte", "_ascii")
+    }
+    assert ascii_normalization(SimpleNamespace(**rules)) is not None
+    longer = [b"ss" if byte == ord("B") else replacement for byte, replacement in enumerate(model._ascii)]
+    for changed in (
+        {"_two_byte": rules["_two_byte"] | {ord("a") << 8 | ord("e")}},  # a rule on "ae"
+        {"_ascii": longer},
+        {"_ascii": [b"" if byte == ord("x") else replacement for byte, replacement in enumerate(model._ascii)]},
+        {"_remove_extra_whitespaces": False},
+        {"_add_dummy_prefix": False},
+        {"_space_symbol": b" "},
+    ):
+        assert ascii_normalization(SimpleNamespace(**{**rules, **changed})) is None
 
 
 def test_a_piece_across_a_word_start_or_a_finer_score_turns_the_cache_off() -> None:
