@@ -87,10 +87,9 @@ def test_ascii_rules_other_than_a_character_map_keep_the_package_s_walk(tokenize
         name: getattr(model, name) for name in ("_remove_extra_whitespaces", "_add_dummy_prefix", "_space_symbol", "_two_byte", "_ascii")
     }
     assert ascii_normalization(SimpleNamespace(**rules)) is not None
-    longer = [b"ss" if byte == ord("B") else replacement for byte, replacement in enumerate(model._ascii)]
     for changed in (
         {"_two_byte": rules["_two_byte"] | {ord("a") << 8 | ord("e")}},  # a rule on "ae"
-        {"_ascii": longer},
+        {"_ascii": [b"ss" if byte == ord("B") else replacement for byte, replacement in enumerate(model._ascii)]},
         {"_ascii": [b"" if byte == ord("x") else replacement for byte, replacement in enumerate(model._ascii)]},
         {"_remove_extra_whitespaces": False},
         {"_add_dummy_prefix": False},
