@@ -42,7 +42,7 @@ from crisscross.embed.encoders.base import TEXT, TEXT_ENCODERS, Encoder, Encoder
 
 _GLOVE_TOKEN = re.compile(r"[^\W_]+?(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|[^\W_]+(?:[-.][^\W_]+)*")
 _GLOVE_PART = re.compile(r"[^\W_]+")
-WORDS_REMEMBERED = 1 << 17  # distinct words a bow-glove50 encoder keeps tokenized (tens of MB at most)
+GLOVE_WORDS_REMEMBERED = 1 << 17  # distinct words a bow-glove50 encoder keeps tokenized (a count of words, not bytes)
 
 
 class UseM3Encoder(Encoder):
@@ -158,10 +158,11 @@ def _normalised_tokens(text: str, vocabulary: dict[str, int] | None) -> list[str
 class BowGlove50Encoder(Encoder):
     """Mean GloVe vector: a cheap lexical baseline that knows nothing about word order.
 
-    No token spans whitespace (it separates tokens, and neither case folding nor a token's ends
-    look across it), so a caption's tokens are its whitespace-separated words' tokens in turn, and
-    each distinct word is tokenized and looked up once (:data:`WORDS_REMEMBERED` at a time per
-    encoder): the 24,824 distinct captions of COCO's Karpathy test split hold 7,439 distinct words."""
+    The caption is case-folded whole, no token holds a whitespace character, and a token's word
+    boundaries read whitespace after it as they read the end of the text, so a caption's tokens
+    are its whitespace-separated words' tokens in turn, and each distinct word is tokenized and
+    looked up once (:data:`GLOVE_WORDS_REMEMBERED` at a time per encoder): the 24,824 distinct
+    captions of COCO's Karpathy test split hold 7,439 distinct words."""
 
     modality = TEXT
     holds_interpreter = True
@@ -227,7 +228,7 @@ class BowGlove50Encoder(Encoder):
         """A normalised word's known rows and its number of tokens, remembered."""
         tokens = _normalised_tokens(word, self._vocabulary)
         found = [self._vocabulary[t] for t in tokens if t in self._vocabulary], len(tokens)
-        if len(self._words) >= WORDS_REMEMBERED:
+        if len(self._words) >= GLOVE_WORDS_REMEMBERED:
             self._words.clear()
         self._words[word] = found
         return found

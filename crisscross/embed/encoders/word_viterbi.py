@@ -19,9 +19,10 @@ That gives the package's ids exactly, for two reasons the tokenizer checks on it
 
 The normalizer before the search also walks the caption byte by byte in Python.  For ASCII text
 the bundled model's rules are a character map (no rule reads two ASCII bytes together, and each
-ASCII byte becomes one ASCII character), then whitespace runs collapsed to one word start, so an
-ASCII caption is normalized by :meth:`str.translate` and a split (:func:`ascii_normalization`
-checks the model; other text takes the package's walk).
+ASCII byte becomes one ASCII character), then each run of spaces the map made (from a space, tab,
+line feed, form feed or carriage return; not from other control characters) becomes one word
+start, so an ASCII caption is normalized by :meth:`str.translate` and a split at spaces
+(:func:`ascii_normalization` checks the model; other text takes the package's walk).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crisscross.embed.encoders import TEXT, TEXT_ENCODERS, Encoder, EncoderError
+from crisscross.embed.encoders import text as text_encoders
 from crisscross.embed.encoders.text import BowGlove50Encoder, glove_tokens
 
 HORSE, HORSE_PARAPHRASE, FOOD = "a man riding a horse", "a person on a horse", "a plate of food with broccoli"
@@ -125,6 +126,17 @@ def test_glove_words_remembered_give_the_captions_tokens(texts: list[str]) -> No
         expected = np.add.reduceat(matrix[known].astype(np.float64), [0], axis=0)[0] / len(known) if known else np.zeros(50)
         assert vector.tobytes() == expected.astype(np.float32).tobytes()
     assert encoder.stats() == {"captions": len(texts), "captions_without_known_token": empty, "tokens": tokens, "oov_tokens": oov}
+
+
+def test_glove_words_forgotten_are_looked_up_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_encoders, "GLOVE_WORDS_REMEMBERED", 2)
+    encoder = BowGlove50Encoder()
+    captions = ["a man's horse", "a horse, a man's", "qqqxjzv horse"]
+    remembered = encode(encoder, captions)
+    assert len(encoder._words) <= 2
+    fresh = BowGlove50Encoder()
+    assert remembered.tobytes() == np.concatenate([encode(fresh, [caption]) for caption in captions]).tobytes()
+    assert encoder.stats() == fresh.stats()
 
 
 def test_glove_oov_counting() -> None:
