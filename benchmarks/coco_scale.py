@@ -36,6 +36,15 @@ words it, is printed beside it, and the build over the policy's way alone, the e
 kernels the build computes with: the first ratio is the second times what the policy's kernels cost
 the encoders.
 
+**The work whose bytes the policy fixes** bounds what any faster code could reach: the encoders
+under the policy (the kernels that write the build's vectors) and **similarity's products alone**
+(:func:`similarity_products`: every block pair's product, under the policy, on every core, with no
+selection or I/O; timed after the one-worker similarity and after both builds, each set's fastest
+counts).  Their sum over the encoders at native speed is how close to the 1.5× goal a build could
+come if every other step took no time; the rest of the 1.5× is printed beside it.  Likewise two
+workers cannot take less than the one-worker CPU seconds over the cores (with the same work): that
+bound on ``2w / 1w`` is printed too.
+
 **pyarrow's own memory pool** is the reference for the project's (``crisscross.core.arrow_pool``:
 jemalloc where pyarrow has it): after both builds, the stages whose tables churn memory most
 (:data:`POOL_STAGES`) run again on the one-worker build's inputs with ``ARROW_DEFAULT_MEMORY_POOL``
@@ -141,27 +150,70 @@ NATIVE_WAYS = tuple(way for way, (mode, _) in ALONE_WAYS.items() if mode == "nat
 POLICY_WAYS = tuple(way for way in ALONE_WAYS if way not in NATIVE_WAYS)
 
 
+def similarity_products(embeddings: str) -> dict[str, float]:
+    """Seconds the similarity stage's products alone take on each set it reads: the exact backend's
+    block pairs and blocks, a pair per thread on every core with one BLAS thread each, into a
+    buffer per thread, and nothing else (no selection, merging, reading or writing).  Under the
+    policy these products and the encoders are the work whose bytes the policy fixes."""
+    import crisscross  # noqa: F401  (first: the policy, unless CRISSCROSS_NUMERICS=native)
+    from crisscross.beam.similarity import BACKENDS
+    from crisscross.embed.sets import EmbeddingSet
+    from crisscross.pipelines.similarity import spaces
+    from crisscross.similarity.neighbours import prepare
+
+    largest = BACKENDS.create("exact").block
+    return {
+        space: products_seconds(prepare(EmbeddingSet.read(f"{embeddings}/{space}"), space).unit, largest) for space in spaces(embeddings)
+    }
+
+
+def products_seconds(unit: Any, largest: int) -> float:
+    """Seconds every block pair's product of ``unit`` takes as the exact backend runs it (blocks of
+    at most ``largest`` rows, :func:`crisscross.similarity.topk.choose_block`)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from crisscross.beam.common import default_threads
+    from crisscross.similarity.topk import block_pairs, block_rows, choose_block, similarities
+
+    n = len(unit)
+    block, buffers = choose_block(n, largest), threading.local()
+
+    def product(pair: tuple[int, int]) -> None:
+        if not hasattr(buffers, "block"):
+            buffers.block = np.empty(block * block, np.float32)
+        similarities(unit, block_rows(pair[0], block, n), block_rows(pair[1], block, n), buffers.block)
+
+    started = time.perf_counter()
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(default_threads(1)) as pool:
+        for _ in pool.map(product, block_pairs(n, block)):
+            pass
+    return time.perf_counter() - started
+
+
+def in_fresh_interpreter(mode: str, *args: str) -> Any:
+    """This module run with ``args`` in a fresh interpreter under the kernels of ``mode``
+    (:func:`benchmarks.numeric_policy.mode_env`): its last line of output, as JSON."""
+    command = [sys.executable, "-m", "benchmarks.coco_scale", *args]
+    done = subprocess.run(command, cwd=ROOT, env=mode_env(mode), check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def spawn_encoders_alone(build: Path, params: Path, way: str) -> dict[str, float]:
     """:func:`encoders_alone` on ``build``'s captions one of the :data:`ALONE_WAYS`, in a fresh interpreter."""
     mode, lanes = ALONE_WAYS[way]
     batch = str(read_params(str(params))["embed"]["batch_size"])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.coco_scale",
-            "--encoders-alone",
-            str(build / "items" / "captions.parquet"),
-            batch,
-            str(int(lanes)),
-        ],
-        cwd=ROOT,
-        env=mode_env(mode),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(done.stdout.splitlines()[-1])
+    return in_fresh_interpreter(mode, "--encoders-alone", str(build / "items" / "captions.parquet"), batch, str(int(lanes)))
+
+
+def timed_products_alone(build: Path, when: str) -> dict[str, Any]:
+    """:func:`similarity_products` on ``build``'s embeddings under the policy, in a fresh interpreter, printed."""
+    seconds = in_fresh_interpreter("policy", "--products-alone", str(build / "embeddings"))
+    print(f"similarity's products alone, {when}: {', '.join(f'{space} {s:.1f} s' for space, s in seconds.items())}", flush=True)
+    return {"when": when, "seconds": seconds}
 
 
 def run_measured(command: list[str], log: Path, env: dict[str, str] | None = None) -> tuple[float, float, float]:
@@ -236,6 +288,7 @@ def run(args: argparse.Namespace) -> None:
         rows: list[dict[str, Any]] = []
         sums: dict[int, dict[str, str]] = {}
         alone: list[dict[str, Any]] = []
+        products: list[dict[str, Any]] = []
         for workers, flags in WORKER_FLAGS.items():
             build = work / f"build-{workers}w"
             for stage, command in stages(build, source / "captions.jsonl"):
@@ -245,12 +298,15 @@ def run(args: argparse.Namespace) -> None:
                 print(f"{workers} worker(s) {stage:<10} {seconds:7.1f} s  cpu {cpu:7.1f} s  peak {peak_mib / 1024:5.2f} GB", flush=True)
                 if (workers, stage) == (1, "ingest"):
                     alone += timed_encoders_alone(work / "build-1w", params, "before the builds' embed", list(ALONE_WAYS))
+                if (workers, stage) == (1, "similarity"):
+                    products.append(timed_products_alone(work / "build-1w", "after the one-worker similarity"))
             sums[workers] = digests(build)
         sizes = counts(work / "build-1w")
         pools = with_pyarrow_default_pool(work, source / "captions.jsonl", params)
         fastest = min(alone, key=lambda timing: sum(timing["seconds"].values()))["way"]
         alone += timed_encoders_alone(work / "build-1w", params, "after both builds", [fastest])
-    report(rows, sizes, sums, alone, pools, args.quick)
+        products.append(timed_products_alone(work / "build-1w", "after both builds"))
+    report(rows, sizes, sums, alone, products, pools, args.quick)
 
 
 def with_pyarrow_default_pool(work: Path, source: Path, params: Path) -> dict[str, Any]:
@@ -300,6 +356,7 @@ def report(
     sizes: dict[str, int],
     sums: dict[int, dict[str, str]],
     alone: list[dict[str, Any]],
+    products: list[dict[str, Any]],
     pools: dict[str, Any],
     quick: bool,
 ) -> None:
@@ -335,6 +392,18 @@ def report(
         f"one-worker build / the encoders under the policy ({policy:.1f} s, the kernels the build computes with): "
         f"{total[1] / policy:.2f}; the policy's encoders / native: {policy / native:.2f}"
     )
+    multiplied = sum(min(timing["seconds"][space] for timing in products) for space in products[0]["seconds"])
+    fixed, budget = policy + multiplied, ENCODERS_GOAL * native
+    print(
+        f"the work whose bytes the policy fixes: the policy's encoders {policy:.1f} s + similarity's products {multiplied:.1f} s "
+        f"(each set's fastest of {len(products)} timings) = {fixed:.1f} s, {fixed / native:.2f}× the encoders at native speed; "
+        f"{ENCODERS_GOAL}× them is {budget:.1f} s, {budget - fixed:.1f} s for all the rest; one-worker build / this work: {total[1] / fixed:.2f}"
+    )
+    cores = os.cpu_count() or 1
+    fewest = cpu[1] / (cores * total[1])
+    print(
+        f"two workers on {cores} cores: 2w / 1w ≥ the one-worker CPU over {cores} × its wall time = {fewest:.2f}, if their work is the same"
+    )
     differing = sorted(k for k in sums[1].keys() | sums[2].keys() if sums[1].get(k) != sums[2].get(k))
     print(f"outputs of 1 and 2 workers: {len(sums[1])} files, {len(differing)} differ{': ' + ', '.join(differing) if differing else ''}")
     for r in pools["stages"]:
@@ -361,6 +430,11 @@ def report(
             "build_over_native_encoders": total[1] / native,
             "encoders_policy_seconds": policy,  # the policy's way only: the kernels the build's embed uses
             "build_over_policy_encoders": total[1] / policy,
+            "similarity_products_alone": products,  # after the one-worker similarity and after both builds, under the policy
+            "policy_fixed_seconds": fixed,  # the policy's encoders + similarity's fastest products
+            "policy_fixed_over_native_encoders": fixed / native,
+            "build_over_policy_fixed": total[1] / fixed,
+            "two_workers_fewest": fewest,  # 2w / 1w can go no lower on these cores with the same work
             "arrow_pool": arrow_pool.choose(),  # the backend the stages ran on (this process chose as they did)
             "pyarrow_default_pool": pools,  # POOL_STAGES again under mimalloc, after both builds
         },
@@ -375,3 +449,5 @@ def report(
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "--encoders-alone":
         print(json.dumps(encoders_alone(sys.argv[2], int(sys.argv[3]), bool(int(sys.argv[4])))), flush=True)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--products-alone":
+        print(json.dumps(similarity_products(sys.argv[2])), flush=True)

@@ -204,17 +204,30 @@ def block_pairs(n: int, block: int) -> Iterator[tuple[int, int]]:
             yield i, j
 
 
+def block_rows(index: int, block: int, n: int) -> slice:
+    """The rows of row block ``index`` of an n-row matrix cut into blocks of ``block`` rows."""
+    return slice(index * block, min((index + 1) * block, n))
+
+
+def similarities(unit: np.ndarray, rows_i: slice, rows_j: slice, buffer: np.ndarray) -> np.ndarray:
+    """The cosines between two runs of unit rows, written over the first entries of ``buffer``:
+    a block pair's one product, the arithmetic whose bytes the numeric policy's kernels fix (the
+    caller limits BLAS to one thread)."""
+    height, width = rows_i.stop - rows_i.start, rows_j.stop - rows_j.start
+    similarity = buffer[: height * width].reshape(height, width)
+    np.matmul(unit[rows_i], unit[rows_j].T, out=similarity)
+    return similarity
+
+
 def pair_topk(unit: np.ndarray, i: int, j: int, block: int, k: int, floor: np.ndarray, buffer: np.ndarray) -> list[TopK]:
     """Candidates from block pair (i, j): for the rows of block i, and (if j ≠ i) of block j.
 
     ``floor`` holds each row's K-th best over the blocks merged so far (-inf: none yet);
     ``buffer`` has room for one block (its first |block i|·|block j| entries are overwritten).
     """
-    rows_i = slice(i * block, min((i + 1) * block, len(unit)))
-    rows_j = slice(j * block, min((j + 1) * block, len(unit)))
-    height, width = rows_i.stop - rows_i.start, rows_j.stop - rows_j.start
-    similarity = buffer[: height * width].reshape(height, width)
-    np.matmul(unit[rows_i], unit[rows_j].T, out=similarity)
+    rows_i, rows_j = block_rows(i, block, len(unit)), block_rows(j, block, len(unit))
+    similarity = similarities(unit, rows_i, rows_j, buffer)
+    height, width = similarity.shape
     row_scores, row_indices = _empty_lists(height, k)
     if i == j:
         np.fill_diagonal(similarity, -np.inf)
