@@ -157,10 +157,12 @@ def similarity_products(embeddings: str) -> dict[str, float]:
     policy these products and the encoders are the work whose bytes the policy fixes."""
     import crisscross  # noqa: F401  (first: the policy, unless CRISSCROSS_NUMERICS=native)
     from crisscross.beam.similarity import BACKENDS
+    from crisscross.core import numerics
     from crisscross.embed.sets import EmbeddingSet
     from crisscross.pipelines.similarity import spaces
     from crisscross.similarity.neighbours import prepare
 
+    numerics.check("coco_scale's products alone")  # the kernels the similarity stage computes with
     largest = BACKENDS.create("exact").block
     return {
         space: products_seconds(prepare(EmbeddingSet.read(f"{embeddings}/{space}"), space).unit, largest) for space in spaces(embeddings)
