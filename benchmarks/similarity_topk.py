@@ -39,7 +39,6 @@ import numpy as np
 
 from benchmarks import save_result
 from benchmarks.numeric_policy import mode_env
-from crisscross.core import numerics
 
 NAME = "similarity_topk"
 PROJECT = Path(__file__).resolve().parents[1]
@@ -70,6 +69,7 @@ def unit_vectors(n: int) -> np.ndarray:
 
 def topk_ours(unit: np.ndarray, k: int, block: int = OURS_BLOCK) -> np.ndarray:
     """The library's exact top-K (imported here: only this method's workers pay for numba)."""
+    from crisscross.core import numerics
     from crisscross.similarity.topk import exact_topk
 
     numerics.check("similarity_topk's ours")  # the kernels the similarity stage computes with
@@ -160,8 +160,7 @@ def spawn(worker: str, *args: str) -> dict[str, float]:
     """Run a worker in a fresh interpreter; its last stdout line is its JSON result.  ``ours`` runs
     under the numeric policy, as the similarity stage does; the GEMM peak, numpy and faiss with
     each library's own choices (native kernels, every core), as their users get them."""
-    # The policy's variables given outright: this module loads numpy before crisscross could set them.
-    env = mode_env("policy") | numerics.POLICY if worker == "ours" else mode_env("native")
+    env = mode_env("policy" if worker == "ours" else "native")
     done = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{NAME}", "--worker", worker, *args],
         cwd=PROJECT,
